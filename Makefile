@@ -1,0 +1,69 @@
+# The two commands a user runs on a fresh Debian machine (as root, or with sudo available):
+#   make demo   install what the build needs, build (Release), run the main job
+#   make test   the same set-up, then every test (also the sanitizer builds in CI)
+# Other targets: build, sanitize, format, tidy, install, bench, clean.
+
+SHELL := /bin/bash
+BUILD ?= build
+JOBS ?= $(shell nproc)
+PREFIX ?= /usr/local
+
+# Debian packages the build, tests and benchmarks need.
+DEB_PACKAGES := build-essential cmake pkg-config g++ clang clang-format clang-tidy \
+  liburing-dev libfmt-dev libcli11-dev nlohmann-json3-dev libhwloc-dev libxxhash-dev \
+  libgtest-dev libgmock-dev libbenchmark-dev fio e2fsprogs util-linux python3
+
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: all deps build demo test test-release sanitize sanitize-asan sanitize-tsan format tidy install bench clean
+
+all: build
+
+# Installs only what is missing, so a second run costs one dpkg query.
+deps:
+	@missing=""; for p in $(DEB_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing >/dev/null; \
+	fi
+
+build: deps
+	cmake --preset release -B $(BUILD)/release >/dev/null
+	cmake --build $(BUILD)/release -j $(JOBS)
+
+demo: build
+	@bash tools/demo.sh $(BUILD)/release/bin/sluice
+
+test: deps test-release sanitize
+
+test-release: build
+	ctest --test-dir $(BUILD)/release --output-on-failure -j $(JOBS) --timeout 600
+
+sanitize: sanitize-asan sanitize-tsan
+
+sanitize-asan: deps
+	cmake --preset asan -B $(BUILD)/asan >/dev/null
+	cmake --build $(BUILD)/asan -j $(JOBS)
+	ctest --test-dir $(BUILD)/asan --output-on-failure -j $(JOBS) --timeout 600 -LE slow
+
+sanitize-tsan: deps
+	cmake --preset tsan -B $(BUILD)/tsan >/dev/null
+	cmake --build $(BUILD)/tsan -j $(JOBS)
+	ctest --test-dir $(BUILD)/tsan --output-on-failure -j $(JOBS) --timeout 600 -L concurrency
+
+format:
+	git ls-files '*.cpp' '*.hpp' '*.h' '*.c' | xargs clang-format -i
+
+tidy: build
+	git ls-files 'src/*.cpp' 'tools/*.cpp' | xargs clang-tidy -p $(BUILD)/release --quiet
+
+install: build
+	cmake --install $(BUILD)/release --prefix $(PREFIX)
+
+bench: build
+	bash bench/host-vs-fio.sh
+
+clean:
+	rm -rf $(BUILD)

@@ -1,0 +1,70 @@
+// An open file as Sluice sees it: a buffered descriptor, an O_DIRECT descriptor where the
+// filesystem really does direct I/O, and the alignment that direct I/O needs there.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace sluice {
+
+enum class OpenMode : std::uint8_t { read, write, read_write };
+
+struct OpenOptions {
+  bool create = true;       ///< create the file when opened for writing
+  bool truncate = false;    ///< truncate to 0 when opened for writing
+  bool direct = true;       ///< open an O_DIRECT descriptor when the filesystem supports it
+  unsigned permissions = 0644;
+};
+
+class File {
+ public:
+  /// Opens `path`. Throws an Error naming the file on failure, for a directory, or for a file
+  /// that is neither a regular file nor a block device.
+  static File open(std::string path, OpenMode mode, const OpenOptions& options = {});
+
+  File() = default;
+  File(File&& other) noexcept;
+  File& operator=(File&& other) noexcept;
+  File(const File&) = delete;
+  File& operator=(const File&) = delete;
+  ~File();
+
+  void close() noexcept;
+  [[nodiscard]] bool is_open() const noexcept { return fd_ >= 0; }
+  [[nodiscard]] int fd() const noexcept { return fd_; }
+  /// The O_DIRECT descriptor, or -1 where direct I/O is not available (see direct_reason()).
+  [[nodiscard]] int direct_fd() const noexcept { return direct_fd_; }
+  [[nodiscard]] bool has_direct() const noexcept { return direct_fd_ >= 0; }
+  /// Why there is no O_DIRECT descriptor ("filesystem tmpfs has no O_DIRECT"); empty if there is.
+  [[nodiscard]] const std::string& direct_reason() const noexcept { return direct_reason_; }
+  /// Alignment of buffer addresses for O_DIRECT (statx dio_mem_align), 1 without direct I/O.
+  [[nodiscard]] std::uint32_t mem_align() const noexcept { return mem_align_; }
+  /// Alignment of file offsets and lengths for O_DIRECT (statx dio_offset_align).
+  [[nodiscard]] std::uint32_t offset_align() const noexcept { return offset_align_; }
+  [[nodiscard]] const std::string& path() const noexcept { return path_; }
+  [[nodiscard]] OpenMode mode() const noexcept { return mode_; }
+  [[nodiscard]] bool readable() const noexcept { return mode_ != OpenMode::write; }
+  [[nodiscard]] bool writable() const noexcept { return mode_ != OpenMode::read; }
+  [[nodiscard]] bool is_block_device() const noexcept { return block_device_; }
+  /// Filesystem type name ("ext4", "tmpfs", "xfs", "nfs", ... or "0x<magic>").
+  [[nodiscard]] const std::string& fs_type() const noexcept { return fs_type_; }
+  /// Current size in bytes (asks the kernel each time: the file may change under us).
+  [[nodiscard]] std::uint64_t size() const;
+
+ private:
+  int fd_ = -1;
+  int direct_fd_ = -1;
+  std::uint32_t mem_align_ = 1;
+  std::uint32_t offset_align_ = 1;
+  bool block_device_ = false;
+  OpenMode mode_ = OpenMode::read;
+  std::string path_;
+  std::string fs_type_;
+  std::string direct_reason_;
+};
+
+/// Filesystem type name for a statfs f_type magic.
+[[nodiscard]] std::string fs_type_name(long magic);
+
+}  // namespace sluice

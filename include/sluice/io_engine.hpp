@@ -1,0 +1,94 @@
+// The seam between Sluice and the kernel's I/O interfaces. An engine belongs to one thread at a
+// time. Contract (exactly once): every request given to prepare() produces exactly one
+// completion from a later submit_and_wait(), carrying its tag and either the byte count or a
+// negative errno; submission failures are reported as completions, never lost.
+#pragma once
+
+#include <sys/uio.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+
+namespace sluice {
+
+enum class IoOp : std::uint8_t { read, write };
+
+struct IoRequest {
+  IoOp op = IoOp::read;
+  int fd = -1;               ///< a descriptor, or a registered slot when `fixed_file`
+  void* buf = nullptr;
+  std::uint32_t len = 0;
+  std::uint64_t offset = 0;
+  std::uint64_t tag = 0;     ///< handed back in the completion
+  int buf_index = -1;        ///< registered buffer holding `buf`, or -1
+  bool fixed_file = false;   ///< `fd` is a slot from register_file()
+};
+
+struct IoCompletion {
+  std::uint64_t tag = 0;
+  std::int64_t result = 0;   ///< bytes transferred, or -errno
+};
+
+enum class EngineKind : std::uint8_t { uring, psync };
+
+[[nodiscard]] std::string_view to_string(EngineKind k) noexcept;
+
+class IoEngine {
+ public:
+  virtual ~IoEngine() = default;
+  [[nodiscard]] virtual EngineKind kind() const noexcept = 0;
+  [[nodiscard]] virtual std::string_view name() const noexcept = 0;
+  /// Most requests that may be in flight (prepared and not yet completed).
+  [[nodiscard]] virtual unsigned capacity() const noexcept = 0;
+  [[nodiscard]] virtual unsigned in_flight() const noexcept = 0;
+  /// Queues one request. Requires in_flight() < capacity().
+  virtual void prepare(const IoRequest& req) = 0;
+  /// Submits what is queued and waits until at least `min_complete` completions are ready
+  /// (fewer only if fewer are in flight); returns how many were written to `out`.
+  virtual std::size_t submit_and_wait(std::span<IoCompletion> out, std::size_t min_complete) = 0;
+  /// Registers buffers for fixed I/O; returns false where unsupported (callers then pass -1).
+  virtual bool register_buffers(std::span<const iovec> buffers) { (void)buffers; return false; }
+  virtual void unregister_buffers() {}
+  /// Registers `fd` in a slot for fixed-file I/O; returns the slot or -1 when unsupported/full.
+  virtual int register_file(int fd) { (void)fd; return -1; }
+  virtual void unregister_file(int slot) { (void)slot; }
+
+  /// Registers a caller's buffer set once per engine: a no-op when the set with this `id` is
+  /// already registered. Returns whether fixed I/O may be used for it.
+  bool ensure_buffers(std::uint64_t id, std::span<const iovec> buffers) {
+    if (id != registered_set_) {
+      registered_set_ = register_buffers(buffers) ? id : 0;
+      registered_ok_ = registered_set_ == id;
+    }
+    return registered_ok_;
+  }
+
+ private:
+  std::uint64_t registered_set_ = 0;
+  bool registered_ok_ = false;
+};
+
+/// Creates an engine of `kind` with room for `depth` requests in flight. Throws an Error with
+/// the kernel's reason if io_uring cannot be set up.
+[[nodiscard]] std::unique_ptr<IoEngine> make_engine(EngineKind kind, unsigned depth);
+
+/// Resolves "auto" | "uring" | "psync": auto is uring when this process can set up a ring.
+/// Throws a usage Error for another name, and an Error when "uring" is asked for and unusable.
+[[nodiscard]] EngineKind resolve_engine(std::string_view name);
+
+/// Whether io_uring works here; the reason when it does not (seccomp, kernel, sysctl).
+[[nodiscard]] bool uring_available(std::string* reason = nullptr);
+
+/// Tests may interpose on engine creation (to wrap engines in a FaultyEngine). Each thread's
+/// cached engine is rebuilt after a change. Pass an empty function to restore the default.
+using EngineFactory = std::function<std::unique_ptr<IoEngine>(EngineKind, unsigned)>;
+void set_engine_factory(EngineFactory factory);
+
+/// The calling thread's engine of `kind` and at least `depth` capacity, created on first use.
+IoEngine& thread_engine(EngineKind kind, unsigned depth);
+
+}  // namespace sluice

@@ -1,0 +1,86 @@
+#include <liburing.h>
+
+#include <atomic>
+#include <mutex>
+
+#include <fmt/format.h>
+
+#include "psync_engine.hpp"
+#include "sluice/error.hpp"
+#include "sluice/io_engine.hpp"
+#include "uring_engine.hpp"
+
+namespace sluice {
+namespace {
+
+std::mutex g_factory_mutex;
+EngineFactory g_factory;
+std::atomic<unsigned> g_factory_generation{0};
+
+struct CachedEngine {
+  std::unique_ptr<IoEngine> engine;
+  unsigned generation = 0;
+};
+
+}  // namespace
+
+std::string_view to_string(EngineKind k) noexcept {
+  return k == EngineKind::uring ? "uring" : "psync";
+}
+
+std::unique_ptr<IoEngine> make_engine(EngineKind kind, unsigned depth) {
+  if (depth == 0) throw_usage_error({.op = "make_engine"}, "queue depth must be at least 1");
+  {
+    std::lock_guard lock(g_factory_mutex);
+    if (g_factory) return g_factory(kind, depth);
+  }
+  if (kind == EngineKind::uring) return std::make_unique<UringEngine>(depth);
+  return std::make_unique<PsyncEngine>(depth);
+}
+
+bool uring_available(std::string* reason) {
+  static const std::pair<bool, std::string> answer = [] {
+    io_uring ring{};
+    const int rc = io_uring_queue_init(4, &ring, 0);
+    if (rc < 0) {
+      return std::pair{false, fmt::format("io_uring_setup failed: {}{}", std::strerror(-rc),
+                                          rc == -EPERM ? " (disabled by sysctl or seccomp)" : "")};
+    }
+    io_uring_queue_exit(&ring);
+    return std::pair{true, std::string()};
+  }();
+  if (reason != nullptr) *reason = answer.second;
+  return answer.first;
+}
+
+EngineKind resolve_engine(std::string_view name) {
+  if (name == "psync") return EngineKind::psync;
+  if (name == "uring" || name == "auto") {
+    std::string why;
+    if (uring_available(&why)) return EngineKind::uring;
+    if (name == "auto") return EngineKind::psync;
+    throw Error(ErrorDomain::os, ENOSYS, {.op = "engine"}, fmt::format("io_uring requested: {}", why));
+  }
+  throw_usage_error({.op = "engine"},
+                    fmt::format("unknown engine '{}' (expected auto, uring or psync)", name));
+}
+
+void set_engine_factory(EngineFactory factory) {
+  std::lock_guard lock(g_factory_mutex);
+  g_factory = std::move(factory);
+  g_factory_generation.fetch_add(1);
+}
+
+IoEngine& thread_engine(EngineKind kind, unsigned depth) {
+  thread_local CachedEngine cache[2];
+  auto& slot = cache[static_cast<int>(kind)];
+  const unsigned gen = g_factory_generation.load();
+  if (!slot.engine || slot.generation != gen || slot.engine->capacity() < depth) {
+    slot.engine.reset();  // drain and close the old ring before making the new one
+    slot.engine = make_engine(kind, depth);
+    slot.generation = gen;
+  }
+  return *slot.engine;
+}
+
+}  // namespace sluice

@@ -1,0 +1,43 @@
+#pragma once
+
+#include <liburing.h>
+
+#include <vector>
+
+#include "sluice/io_engine.hpp"
+
+namespace sluice {
+
+/// io_uring with batched submission, optional registered (fixed) buffers and a sparse table of
+/// registered files. One ring per engine; an engine is used by one thread at a time.
+class UringEngine final : public IoEngine {
+ public:
+  explicit UringEngine(unsigned depth);
+  ~UringEngine() override;
+  UringEngine(const UringEngine&) = delete;
+  UringEngine& operator=(const UringEngine&) = delete;
+
+  [[nodiscard]] EngineKind kind() const noexcept override { return EngineKind::uring; }
+  [[nodiscard]] std::string_view name() const noexcept override { return "uring"; }
+  [[nodiscard]] unsigned capacity() const noexcept override { return depth_; }
+  [[nodiscard]] unsigned in_flight() const noexcept override { return in_flight_; }
+  void prepare(const IoRequest& req) override;
+  std::size_t submit_and_wait(std::span<IoCompletion> out, std::size_t min_complete) override;
+  bool register_buffers(std::span<const iovec> buffers) override;
+  void unregister_buffers() override;
+  int register_file(int fd) override;
+  void unregister_file(int slot) override;
+
+ private:
+  std::size_t reap(std::span<IoCompletion> out);
+
+  io_uring ring_{};
+  unsigned depth_;
+  unsigned in_flight_ = 0;
+  bool buffers_registered_ = false;
+  bool files_ready_ = false;   // sparse table set up
+  bool files_failed_ = false;  // kernel refused: stop trying
+  std::vector<int> free_slots_;
+};
+
+}  // namespace sluice

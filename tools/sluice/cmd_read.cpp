@@ -1,0 +1,113 @@
+// sluice read: the project's dd, file -> memory -> OUT. The range is read in pieces through the
+// library, two pieces in turn, so the next read runs while the previous piece is written out.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "cli_util.hpp"
+#include "commands.hpp"
+#include "sluice/error.hpp"
+#include "sluice/file.hpp"
+#include "sluice/units.hpp"
+
+namespace sluice::cli {
+namespace {
+
+struct ReadArgs {
+  std::string file;
+  std::string offset = "0";
+  std::string length;
+  std::string out;
+  std::string path = "auto";
+  std::string piece = "256M";
+  bool json = false;
+};
+
+struct FreeDeleter {
+  void operator()(void* p) const { std::free(p); }
+};
+
+std::unique_ptr<std::byte, FreeDeleter> aligned_buffer(std::size_t size) {
+  void* p = nullptr;
+  if (posix_memalign(&p, 4096, std::max<std::size_t>(size, 4096)) != 0) {
+    throw_os_error(ENOMEM, {.op = "read"}, fmt::format("cannot allocate {} buffer", format_size(size)));
+  }
+  return std::unique_ptr<std::byte, FreeDeleter>(static_cast<std::byte*>(p));
+}
+
+int run_read(const ReadArgs& a) {
+  const std::uint64_t offset = to_size(a.offset, "--offset");
+  const std::uint64_t piece = to_size(a.piece, "--piece");
+  if (piece == 0) throw UsageError("--piece must be larger than 0");
+  (void)host_path_option(a.path);
+
+  File file = File::open(a.file, OpenMode::read);
+  const std::uint64_t file_size = file.size();
+  std::uint64_t length = a.length.empty() ? (offset < file_size ? file_size - offset : 0)
+                                          : to_size(a.length, "--length");
+
+  const bool to_stdout = a.out == "-";
+  int out_fd = STDOUT_FILENO;
+  if (!to_stdout) {
+    out_fd = ::open(a.out.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (out_fd < 0) throw_os_error(errno, {.op = "open", .path = a.out}, "cannot create output");
+  }
+
+  const double cpu0 = cpu_seconds();
+  const std::size_t buf_size = static_cast<std::size_t>(std::min(piece, std::max<std::uint64_t>(length, 1)));
+  std::unique_ptr<std::byte, FreeDeleter> bufs[2] = {aligned_buffer(buf_size),
+                                                     length > piece ? aligned_buffer(buf_size) : nullptr};
+  TransferResult total;
+  total.reason = "end of file";
+  std::uint64_t pos = 0;
+  std::future<TransferResult> pending;
+  auto start_piece = [&](int which) {
+    const std::uint64_t n = std::min<std::uint64_t>(piece, length - pos);
+    pending = read_async(file, bufs[which].get(), n, offset + pos);
+  };
+  if (length > 0) start_piece(0);
+  for (int which = 0; pending.valid(); which ^= 1) {
+    TransferResult r = pending.get();
+    total.bytes += r.bytes;
+    total.seconds += r.seconds;
+    total.ios += r.ios;
+    total.path = r.path;
+    if (r.bytes > 0) total.reason = r.reason;
+    pos += r.bytes;
+    const bool more = r.bytes > 0 && pos < length;
+    if (more) start_piece(which ^ 1);
+    write_all(out_fd, bufs[which].get(), r.bytes, to_stdout ? std::string("stdout") : a.out);
+  }
+  if (!to_stdout && ::close(out_fd) != 0) throw_os_error(errno, {.op = "close", .path = a.out}, "cannot close output");
+
+  const double cpu = cpu_seconds() - cpu0;
+  FILE* report = to_stdout ? stderr : stdout;
+  std::fputs((a.json ? summary_json("read", a.file, total, cpu) : summary_line("read", a.file, total, cpu)).c_str(), report);
+  std::fputc('\n', report);
+  return 0;
+}
+
+}  // namespace
+
+Runner add_read_command(CLI::App& app) {
+  auto args = std::make_shared<ReadArgs>();
+  auto* cmd = app.add_subcommand("read", "Read a byte range of FILE through sluice and write it to OUT");
+  cmd->add_option("FILE", args->file, "file or block device to read")->required();
+  cmd->add_option("--offset,-o", args->offset, "first byte to read (size units allowed)")
+      ->check(size_validator());
+  cmd->add_option("--length,-n", args->length, "bytes to read (default: to the end of the file)")
+      ->check(size_validator());
+  cmd->add_option("--out", args->out, "where the bytes go ('-' for standard output)")->required();
+  cmd->add_option("--path", args->path, "transfer path: auto | host")->capture_default_str();
+  cmd->add_option("--piece", args->piece, "bytes per library call while streaming")->capture_default_str()
+      ->check(size_validator());
+  cmd->add_flag("--json", args->json, "print one JSON line: path, reason, bytes, seconds");
+  return [args] { return run_read(*args); };
+}
+
+}  // namespace sluice::cli

@@ -1,0 +1,102 @@
+// sluice write: IN -> memory -> FILE at OFFSET through the library.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "cli_util.hpp"
+#include "commands.hpp"
+#include "sluice/error.hpp"
+#include "sluice/file.hpp"
+#include "sluice/units.hpp"
+
+namespace sluice::cli {
+namespace {
+
+struct WriteArgs {
+  std::string in;
+  std::string file;
+  std::string offset = "0";
+  std::string path = "auto";
+  std::string piece = "256M";
+  bool fsync = false;
+  bool json = false;
+};
+
+// Fills buf from fd; returns bytes read (less than size only at end of input).
+std::size_t read_full(int fd, std::byte* buf, std::size_t size, const std::string& what) {
+  std::size_t got = 0;
+  while (got < size) {
+    const ssize_t n = ::read(fd, buf + got, size - got);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw_os_error(errno, {.op = "read", .path = what}, "cannot read input");
+    }
+    if (n == 0) break;
+    got += static_cast<std::size_t>(n);
+  }
+  return got;
+}
+
+int run_write(const WriteArgs& a) {
+  const std::uint64_t offset = to_size(a.offset, "--offset");
+  const std::uint64_t piece = to_size(a.piece, "--piece");
+  if (piece == 0) throw UsageError("--piece must be larger than 0");
+  (void)host_path_option(a.path);
+
+  const bool from_stdin = a.in == "-";
+  int in_fd = STDIN_FILENO;
+  if (!from_stdin) {
+    in_fd = ::open(a.in.c_str(), O_RDONLY | O_CLOEXEC);
+    if (in_fd < 0) throw_os_error(errno, {.op = "open", .path = a.in}, "cannot open input");
+  }
+  File file = File::open(a.file, OpenMode::write);
+  const double cpu0 = cpu_seconds();
+
+  std::vector<std::byte> buf(static_cast<std::size_t>(piece));
+  TransferResult total;
+  total.reason = "nothing to write";
+  TransferOptions opts;
+  for (;;) {
+    const std::size_t n = read_full(in_fd, buf.data(), buf.size(), from_stdin ? "stdin" : a.in);
+    if (n == 0) break;
+    TransferResult r = write(file, buf.data(), n, offset + total.bytes, opts);
+    total.bytes += r.bytes;
+    total.seconds += r.seconds;
+    total.ios += r.ios;
+    total.path = r.path;
+    total.reason = r.reason;
+    if (n < buf.size()) break;
+  }
+  if (a.fsync) {
+    TransferOptions sync_opts;
+    sync_opts.sync = SyncMode::full;
+    (void)write(file, nullptr, 0, offset, sync_opts);  // flushes everything written above
+  }
+  if (!from_stdin) ::close(in_fd);
+  const double cpu = cpu_seconds() - cpu0;
+  std::puts((a.json ? summary_json("write", a.file, total, cpu) : summary_line("write", a.file, total, cpu)).c_str());
+  return 0;
+}
+
+}  // namespace
+
+Runner add_write_command(CLI::App& app) {
+  auto args = std::make_shared<WriteArgs>();
+  auto* cmd = app.add_subcommand("write", "Write the bytes of IN into FILE at OFFSET through sluice");
+  cmd->add_option("IN", args->in, "input file ('-' for standard input)")->required();
+  cmd->add_option("FILE", args->file, "file to write (created if missing, never truncated)")->required();
+  cmd->add_option("--offset,-o", args->offset, "where in FILE the bytes go (size units allowed)")
+      ->check(size_validator());
+  cmd->add_option("--path", args->path, "transfer path: auto | host")->capture_default_str();
+  cmd->add_option("--piece", args->piece, "bytes per library call while streaming")->capture_default_str()
+      ->check(size_validator());
+  cmd->add_flag("--fsync", args->fsync, "fsync FILE before exiting");
+  cmd->add_flag("--json", args->json, "print one JSON line: path, reason, bytes, seconds");
+  return [args] { return run_write(*args); };
+}
+
+}  // namespace sluice::cli

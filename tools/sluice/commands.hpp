@@ -1,0 +1,15 @@
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+
+namespace sluice::cli {
+
+/// Each command registers its subcommand and returns the function that runs it after parsing.
+using Runner = std::function<int()>;
+
+Runner add_read_command(CLI::App& app);
+Runner add_write_command(CLI::App& app);
+
+}  // namespace sluice::cli
