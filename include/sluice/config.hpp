@@ -24,6 +24,12 @@ struct Config {
   unsigned staging_buffers = 64;      ///< buffers in the host staging pool (each io_size)
   bool direct_io = true;              ///< use O_DIRECT where the filesystem supports it
   std::string log_level = "warn";     ///< error | warn | info | debug
+  std::string device = "auto";        ///< auto | sim | cuda | cuda:N
+  std::string path = "auto";          ///< auto | direct | bounce | posix | host
+  unsigned bounce_buffers = 16;       ///< pinned staging buffers per device (bounce path)
+  std::uint64_t bounce_buffer_size = 4 << 20;  ///< bytes per pinned staging buffer
+  double sim_h2d_gbps = 25.0;         ///< sim device copy bandwidth, GB/s (each direction; 0 = unlimited)
+  double sim_latency_us = 10.0;       ///< sim device latency per copy, microseconds
 
   /// Sets one setting by its name ("queue_depth") from text, recording the source.
   /// Throws a usage Error naming the setting on an unknown name or a bad value.

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -52,6 +53,10 @@ class File {
   /// Current size in bytes (asks the kernel each time: the file may change under us).
   [[nodiscard]] std::uint64_t size() const;
 
+  /// Opaque state an upper layer caches per open file (the GPU layer keeps its cuFile handle
+  /// here). Released before the descriptors close, so a registration never outlives its fd.
+  [[nodiscard]] std::shared_ptr<void>& attachment() const noexcept { return attachment_; }
+
  private:
   int fd_ = -1;
   int direct_fd_ = -1;
@@ -62,6 +67,7 @@ class File {
   std::string path_;
   std::string fs_type_;
   std::string direct_reason_;
+  mutable std::shared_ptr<void> attachment_;
 };
 
 /// Filesystem type name for a statfs f_type magic.

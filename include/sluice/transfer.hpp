@@ -6,10 +6,15 @@
 #include <cstdint>
 #include <future>
 #include <memory>
+#include <optional>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "sluice/config.hpp"
+#include "sluice/device.hpp"
 #include "sluice/file.hpp"
+#include "sluice/io_engine.hpp"
 #include "sluice/path.hpp"
 
 namespace sluice {
@@ -31,6 +36,12 @@ enum class SyncMode : std::uint8_t {
 struct TransferOptions {
   SyncMode sync = SyncMode::none;          ///< writes only
   std::shared_ptr<const Config> config{};  ///< null: the process-wide configuration
+  /// The GPU the buffer may live on. Null: the buffer is host memory (host path). With a device,
+  /// the buffer's kind decides: device memory takes a GPU path, host memory the host path.
+  std::shared_ptr<Device> device{};
+  /// The path to take for device memory; unset: the configuration's `path` (default auto).
+  /// A path other than auto is strict: if it cannot be honoured the call fails with the reason.
+  std::optional<Path> path{};
 };
 
 /// Reads up to `size` bytes at `offset` into `buf`. Returns fewer bytes only at the end of the
@@ -49,5 +60,38 @@ std::future<TransferResult> read_async(const File& file, void* buf, std::uint64_
                                        std::uint64_t offset, TransferOptions options = {});
 std::future<TransferResult> write_async(const File& file, const void* buf, std::uint64_t size,
                                         std::uint64_t offset, TransferOptions options = {});
+
+/// Stream-ordered forms: the transfer starts when the work already on `stream` (of
+/// options.device, required) has finished, and later work on `stream` waits for it, as with
+/// cuFileReadAsync. The future is ready when the transfer is done.
+std::future<TransferResult> read_on_stream(const File& file, void* buf, std::uint64_t size,
+                                           std::uint64_t offset, StreamHandle stream,
+                                           TransferOptions options);
+std::future<TransferResult> write_on_stream(const File& file, const void* buf, std::uint64_t size,
+                                            std::uint64_t offset, StreamHandle stream,
+                                            TransferOptions options);
+
+/// One entry of a batch: many (file, offset, size, buffer) transfers submitted at once.
+struct BatchEntry {
+  IoOp op = IoOp::read;
+  const File* file = nullptr;
+  void* buf = nullptr;
+  std::uint64_t size = 0;
+  std::uint64_t offset = 0;
+};
+
+/// Submits every entry at once; each completes on its own (one future per entry, in order).
+/// Entries run concurrently on the thread pool, each through its own path choice.
+std::vector<std::future<TransferResult>> submit_batch(std::span<const BatchEntry> entries,
+                                                      const TransferOptions& options = {});
+
+/// Which path a transfer with these arguments would take, and why, without moving a byte.
+/// Throws the Error a strict request that cannot be honoured would throw.
+struct PathChoice {
+  Path path = Path::host;
+  std::string reason;
+};
+PathChoice choose_path(const File& file, const void* buf, std::uint64_t size,
+                       std::uint64_t offset, const TransferOptions& options = {});
 
 }  // namespace sluice

@@ -46,6 +46,25 @@ std::string parse_choice(std::string_view name, std::string_view v,
   bad_value(name, v, want);
 }
 
+double parse_double(std::string_view name, std::string_view v, double lo, double hi) {
+  double out = 0;
+  const auto* end = v.data() + v.size();
+  auto [ptr, ec] = std::from_chars(v.data(), end, out);
+  if (ec != std::errc() || ptr != end || !(out >= lo && out <= hi)) {
+    bad_value(name, v, fmt::format("a number in [{}, {}]", lo, hi));
+  }
+  return out;
+}
+
+std::string parse_device(std::string_view name, std::string_view v) {
+  if (v == "auto" || v == "sim" || v == "cuda") return std::string(v);
+  if (v.substr(0, 5) == "cuda:") {
+    (void)parse_unsigned(name, v.substr(5), 0, 1023);
+    return std::string(v);
+  }
+  bad_value(name, v, "auto | sim | cuda | cuda:N");
+}
+
 struct Setting {
   std::string_view name;
   std::string_view env;
@@ -83,6 +102,30 @@ const std::vector<Setting>& settings() {
       {"log_level", "SLUICE_LOG", "log level: error, warn, info, debug",
        [](Config& c, std::string_view v) { c.log_level = parse_choice("log_level", v, {"error", "warn", "info", "debug"}); },
        [](const Config& c) { return c.log_level; }},
+      {"device", "SLUICE_DEVICE", "GPU: auto (first CUDA GPU, else sim), sim, cuda, cuda:N",
+       [](Config& c, std::string_view v) { c.device = parse_device("device", v); },
+       [](const Config& c) { return c.device; }},
+      {"path", "SLUICE_PATH", "transfer path for GPU memory: auto, direct, bounce, posix, host",
+       [](Config& c, std::string_view v) { c.path = parse_choice("path", v, {"auto", "direct", "bounce", "posix", "host"}); },
+       [](const Config& c) { return c.path; }},
+      {"bounce_buffers", "SLUICE_BOUNCE_BUFFERS", "pinned staging buffers per device for the bounce path",
+       [](Config& c, std::string_view v) { c.bounce_buffers = parse_unsigned("bounce_buffers", v, 2, 4096); },
+       [](const Config& c) { return fmt::format("{}", c.bounce_buffers); }},
+      {"bounce_buffer_size", "SLUICE_BOUNCE_BUFFER_SIZE", "bytes per pinned staging buffer (64K..256M, multiple of 4K)",
+       [](Config& c, std::string_view v) {
+         auto s = parse_size(v);
+         if (!s || *s < 64 * KiB || *s > 256 * MiB || *s % (4 * KiB) != 0) {
+           bad_value("bounce_buffer_size", v, "a size from 64K to 256M, multiple of 4K");
+         }
+         c.bounce_buffer_size = *s;
+       },
+       [](const Config& c) { return format_size(c.bounce_buffer_size); }},
+      {"sim_h2d_gbps", "SLUICE_SIM_H2D_GBPS", "sim device copy bandwidth per direction in GB/s (0 = unlimited)",
+       [](Config& c, std::string_view v) { c.sim_h2d_gbps = parse_double("sim_h2d_gbps", v, 0, 10000); },
+       [](const Config& c) { return fmt::format("{}", c.sim_h2d_gbps); }},
+      {"sim_latency_us", "SLUICE_SIM_LATENCY_US", "sim device latency per copy in microseconds",
+       [](Config& c, std::string_view v) { c.sim_latency_us = parse_double("sim_latency_us", v, 0, 1e6); },
+       [](const Config& c) { return fmt::format("{}", c.sim_latency_us); }},
   };
   return table;
 }
@@ -97,7 +140,7 @@ const Setting& find_setting(std::string_view name) {
 std::string json_scalar_text(const nlohmann::json& v) {
   if (v.is_string()) return v.get<std::string>();
   if (v.is_boolean()) return v.get<bool>() ? "true" : "false";
-  if (v.is_number_unsigned() || v.is_number_integer()) return v.dump();
+  if (v.is_number()) return v.dump();
   return {};  // anything else is refused by the setting's parser
 }
 

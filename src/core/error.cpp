@@ -40,10 +40,8 @@ Error::Error(ErrorDomain domain, int code, ErrorContext ctx, std::string_view de
   msg += ": ";
   if (!detail_.empty()) {
     msg += detail_;
-    if (domain_ == ErrorDomain::os || domain_ == ErrorDomain::cuda ||
-        domain_ == ErrorDomain::cufile) {
-      msg += fmt::format(": {}", code_text(domain_, code_));
-    }
+    // CUDA and cuFile details already name their code ("CUDA_ERROR_OUT_OF_MEMORY (2)").
+    if (domain_ == ErrorDomain::os) msg += fmt::format(": {}", code_text(domain_, code_));
   } else {
     msg += code_text(domain_, code_);
   }

@@ -149,6 +149,7 @@ File& File::operator=(File&& other) noexcept {
     path_ = std::move(other.path_);
     fs_type_ = std::move(other.fs_type_);
     direct_reason_ = std::move(other.direct_reason_);
+    attachment_ = std::move(other.attachment_);
   }
   return *this;
 }
@@ -156,6 +157,7 @@ File& File::operator=(File&& other) noexcept {
 File::~File() { close(); }
 
 void File::close() noexcept {
+  attachment_.reset();
   if (direct_fd_ >= 0) ::close(direct_fd_);
   if (fd_ >= 0) ::close(fd_);
   fd_ = direct_fd_ = -1;

@@ -7,7 +7,9 @@
 //   tail   [b, hi)   one block holding the unaligned end        (read: staged; write: buffered)
 // A range inside a single block is one staged read (or one buffered write). Without O_DIRECT
 // the range is cut into io_size buffered pieces straight from/to the caller's memory.
-// Chunks are computed on demand, so a 1 TB request costs no memory.
+// When the caller's memory is on a GPU (`staged_user`), nothing can touch it but the device's
+// copies, so every chunk goes through a staging buffer: head/tail writes become buffered writes
+// from staging. Chunks are computed on demand, so a 1 TB request costs no memory.
 #pragma once
 
 #include <cstdint>
@@ -20,7 +22,12 @@ enum class ChunkMode : std::uint8_t {
   direct_user,    ///< O_DIRECT straight into/out of the caller's buffer
   direct_staged,  ///< O_DIRECT through a staging buffer, copied to/from the caller's buffer
   buffered_user,  ///< buffered descriptor, straight into/out of the caller's buffer
+  buffered_staged,  ///< buffered descriptor through a staging buffer (device memory)
 };
+
+[[nodiscard]] constexpr bool is_staged(ChunkMode m) noexcept {
+  return m == ChunkMode::direct_staged || m == ChunkMode::buffered_staged;
+}
 
 struct Chunk {
   std::uint64_t offset = 0;      ///< file offset of the I/O
@@ -33,9 +40,11 @@ struct Chunk {
 class ChunkLayout {
  public:
   /// `direct`: use O_DIRECT with offset alignment `offset_align` and memory alignment
-  /// `mem_align`; `user` is the caller's buffer (its address decides staging).
+  /// `mem_align`; `user` is the caller's buffer (its address decides staging) unless
+  /// `staged_user`, where every chunk is staged.
   ChunkLayout(IoOp op, std::uint64_t start, std::uint64_t size, std::uintptr_t user, bool direct,
-              std::uint32_t offset_align, std::uint32_t mem_align, std::uint64_t io_size);
+              std::uint32_t offset_align, std::uint32_t mem_align, std::uint64_t io_size,
+              bool staged_user = false);
 
   [[nodiscard]] std::uint64_t count() const noexcept { return count_; }
   [[nodiscard]] Chunk chunk(std::uint64_t i) const noexcept;
@@ -49,6 +58,7 @@ class ChunkLayout {
   IoOp op_;
   std::uint64_t start_, end_;
   bool direct_;
+  bool staged_user_;
   std::uint64_t align_ = 1;
   std::uint64_t io_size_;
   std::uint64_t a_ = 0, b_ = 0;   // aligned middle

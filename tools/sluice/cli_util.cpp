@@ -57,13 +57,55 @@ std::string summary_json(std::string_view op, const std::string& file, const Tra
   return j.dump();
 }
 
-Path host_path_option(const std::string& text) {
-  if (text == "auto" || text == "host") return Path::host;
-  if (parse_path(text)) {
-    throw UsageError(fmt::format("--path {}: this path moves data to GPU memory and needs a device; "
-                                 "this build has only the host path (auto, host)", text));
+TransferTarget TransferTarget::from_args(const std::string& device, const std::string& path) {
+  TransferTarget t;
+  std::optional<Path> p;
+  if (path != "auto") {
+    p = parse_path(path);
+    if (!p) throw UsageError(fmt::format("--path: unknown path '{}' (expected auto, direct, bounce, posix or host)", path));
+    t.options.path = p;
   }
-  throw UsageError(fmt::format("--path: unknown path '{}' (expected auto, host, bounce, posix or direct)", text));
+  const bool gpu_path = p && *p != Path::host;
+  if (!device.empty()) {
+    t.device = open_device(device);
+  } else if (gpu_path) {
+    t.device = open_device(config()->device);
+  }
+  t.options.device = t.device;
+  return t;
+}
+
+PieceBuffer::PieceBuffer(const TransferTarget& target, std::size_t size) : device_(target.device) {
+  void* p = nullptr;
+  if (posix_memalign(&p, 4096, std::max<std::size_t>(size, 4096)) != 0) {
+    throw_os_error(ENOMEM, {.op = "alloc"}, fmt::format("cannot allocate {} of host memory", format_size(size)));
+  }
+  host_ = static_cast<std::byte*>(p);
+  if (device_ && !(target.options.path && *target.options.path == Path::host)) {
+    target_ = static_cast<std::byte*>(device_->alloc(std::max<std::size_t>(size, 4096)));
+  }
+}
+
+PieceBuffer::~PieceBuffer() {
+  if (target_ != nullptr) device_->free(target_);
+  std::free(host_);
+}
+
+const std::byte* PieceBuffer::download(std::size_t n) {
+  if (target_ != nullptr && n > 0) device_->copy_to_host(host_, target_, n);
+  return host_;
+}
+
+void PieceBuffer::upload(std::size_t n) {
+  if (target_ != nullptr && n > 0) device_->copy_to_device(target_, host_, n);
+}
+
+void add_target_options(CLI::App* cmd, std::string& device, std::string& path) {
+  cmd->add_option("--device", device,
+                  "put the bytes in GPU memory: auto (first CUDA GPU, else sim), sim, cuda:N "
+                  "(default: host memory unless --path names a GPU path)");
+  cmd->add_option("--path", path, "transfer path: auto | direct | bounce | posix | host")
+      ->capture_default_str();
 }
 
 void write_all(int fd, const void* buf, std::size_t size, const std::string& what) {

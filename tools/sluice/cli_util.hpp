@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 
+#include "sluice/device.hpp"
 #include "sluice/transfer.hpp"
 
 namespace sluice::cli {
@@ -32,9 +33,39 @@ std::string summary_line(std::string_view op, const std::string& file, const Tra
 std::string summary_json(std::string_view op, const std::string& file, const TransferResult& r,
                          double cpu);
 
-/// Resolves --path for the host-memory commands; only `auto` and `host` exist until the GPU
-/// layer lands, anything else is a UsageError naming what is available.
-Path host_path_option(const std::string& text);
+/// Where `sluice read/write` put the bytes: host memory, or GPU memory when --device is given
+/// or --path names a GPU path (then the configured device, default auto).
+struct TransferTarget {
+  std::shared_ptr<Device> device;  ///< null: host memory
+  TransferOptions options;
+  static TransferTarget from_args(const std::string& device, const std::string& path);
+};
+
+/// One piece of memory on the target, with a host mirror when the target is a GPU, so the
+/// command can exchange bytes with files and pipes.
+class PieceBuffer {
+ public:
+  PieceBuffer(const TransferTarget& target, std::size_t size);
+  PieceBuffer(PieceBuffer&&) noexcept = default;
+  PieceBuffer& operator=(PieceBuffer&&) noexcept = default;
+  ~PieceBuffer();
+  /// The memory sluice reads into / writes from.
+  [[nodiscard]] void* data() const noexcept { return target_ != nullptr ? target_ : host_; }
+  /// Host bytes of the first n bytes of data() (copies them back from the GPU if needed).
+  const std::byte* download(std::size_t n);
+  /// Host memory to fill before upload().
+  [[nodiscard]] std::byte* host() const noexcept { return host_; }
+  /// Makes data() hold the first n bytes of host() (copies them to the GPU if needed).
+  void upload(std::size_t n);
+
+ private:
+  std::shared_ptr<Device> device_;
+  std::byte* host_ = nullptr;    // 4096-aligned host memory
+  std::byte* target_ = nullptr;  // device memory, or null for host targets
+};
+
+/// Adds --device and --path to a transfer subcommand.
+void add_target_options(CLI::App* cmd, std::string& device, std::string& path);
 
 /// Writes all of buf to fd, or throws an Error naming `what`.
 void write_all(int fd, const void* buf, std::size_t size, const std::string& what);

@@ -1,4 +1,4 @@
-// sluice read: the project's dd, file -> memory -> OUT. The range is read in pieces through the
+// sluice read: the project's dd, file -> (host or GPU) memory -> OUT. The range is read in pieces through the
 // library, two pieces in turn, so the next read runs while the previous piece is written out.
 #include <fcntl.h>
 #include <unistd.h>
@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -24,27 +25,16 @@ struct ReadArgs {
   std::string length;
   std::string out;
   std::string path = "auto";
+  std::string device;
   std::string piece = "256M";
   bool json = false;
 };
-
-struct FreeDeleter {
-  void operator()(void* p) const { std::free(p); }
-};
-
-std::unique_ptr<std::byte, FreeDeleter> aligned_buffer(std::size_t size) {
-  void* p = nullptr;
-  if (posix_memalign(&p, 4096, std::max<std::size_t>(size, 4096)) != 0) {
-    throw_os_error(ENOMEM, {.op = "read"}, fmt::format("cannot allocate {} buffer", format_size(size)));
-  }
-  return std::unique_ptr<std::byte, FreeDeleter>(static_cast<std::byte*>(p));
-}
 
 int run_read(const ReadArgs& a) {
   const std::uint64_t offset = to_size(a.offset, "--offset");
   const std::uint64_t piece = to_size(a.piece, "--piece");
   if (piece == 0) throw UsageError("--piece must be larger than 0");
-  (void)host_path_option(a.path);
+  const TransferTarget target = TransferTarget::from_args(a.device, a.path);
 
   File file = File::open(a.file, OpenMode::read);
   const std::uint64_t file_size = file.size();
@@ -60,15 +50,16 @@ int run_read(const ReadArgs& a) {
 
   const double cpu0 = cpu_seconds();
   const std::size_t buf_size = static_cast<std::size_t>(std::min(piece, std::max<std::uint64_t>(length, 1)));
-  std::unique_ptr<std::byte, FreeDeleter> bufs[2] = {aligned_buffer(buf_size),
-                                                     length > piece ? aligned_buffer(buf_size) : nullptr};
+  std::optional<PieceBuffer> bufs[2];
+  bufs[0].emplace(target, buf_size);
+  if (length > piece) bufs[1].emplace(target, buf_size);
   TransferResult total;
   total.reason = "end of file";
   std::uint64_t pos = 0;
   std::future<TransferResult> pending;
   auto start_piece = [&](int which) {
     const std::uint64_t n = std::min<std::uint64_t>(piece, length - pos);
-    pending = read_async(file, bufs[which].get(), n, offset + pos);
+    pending = read_async(file, bufs[which]->data(), n, offset + pos, target.options);
   };
   if (length > 0) start_piece(0);
   for (int which = 0; pending.valid(); which ^= 1) {
@@ -81,7 +72,7 @@ int run_read(const ReadArgs& a) {
     pos += r.bytes;
     const bool more = r.bytes > 0 && pos < length;
     if (more) start_piece(which ^ 1);
-    write_all(out_fd, bufs[which].get(), r.bytes, to_stdout ? std::string("stdout") : a.out);
+    write_all(out_fd, bufs[which]->download(r.bytes), r.bytes, to_stdout ? std::string("stdout") : a.out);
   }
   if (!to_stdout && ::close(out_fd) != 0) throw_os_error(errno, {.op = "close", .path = a.out}, "cannot close output");
 
@@ -103,7 +94,7 @@ Runner add_read_command(CLI::App& app) {
   cmd->add_option("--length,-n", args->length, "bytes to read (default: to the end of the file)")
       ->check(size_validator());
   cmd->add_option("--out", args->out, "where the bytes go ('-' for standard output)")->required();
-  cmd->add_option("--path", args->path, "transfer path: auto | host")->capture_default_str();
+  add_target_options(cmd, args->device, args->path);
   cmd->add_option("--piece", args->piece, "bytes per library call while streaming")->capture_default_str()
       ->check(size_validator());
   cmd->add_flag("--json", args->json, "print one JSON line: path, reason, bytes, seconds");

@@ -1,4 +1,4 @@
-// sluice write: IN -> memory -> FILE at OFFSET through the library.
+// sluice write: IN -> (host or GPU) memory -> FILE at OFFSET through the library.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -21,6 +21,7 @@ struct WriteArgs {
   std::string file;
   std::string offset = "0";
   std::string path = "auto";
+  std::string device;
   std::string piece = "256M";
   bool fsync = false;
   bool json = false;
@@ -45,7 +46,7 @@ int run_write(const WriteArgs& a) {
   const std::uint64_t offset = to_size(a.offset, "--offset");
   const std::uint64_t piece = to_size(a.piece, "--piece");
   if (piece == 0) throw UsageError("--piece must be larger than 0");
-  (void)host_path_option(a.path);
+  const TransferTarget target = TransferTarget::from_args(a.device, a.path);
 
   const bool from_stdin = a.in == "-";
   int in_fd = STDIN_FILENO;
@@ -56,20 +57,20 @@ int run_write(const WriteArgs& a) {
   File file = File::open(a.file, OpenMode::write);
   const double cpu0 = cpu_seconds();
 
-  std::vector<std::byte> buf(static_cast<std::size_t>(piece));
+  PieceBuffer buf(target, static_cast<std::size_t>(piece));
   TransferResult total;
   total.reason = "nothing to write";
-  TransferOptions opts;
   for (;;) {
-    const std::size_t n = read_full(in_fd, buf.data(), buf.size(), from_stdin ? "stdin" : a.in);
+    const std::size_t n = read_full(in_fd, buf.host(), static_cast<std::size_t>(piece), from_stdin ? "stdin" : a.in);
     if (n == 0) break;
-    TransferResult r = write(file, buf.data(), n, offset + total.bytes, opts);
+    buf.upload(n);
+    TransferResult r = write(file, buf.data(), n, offset + total.bytes, target.options);
     total.bytes += r.bytes;
     total.seconds += r.seconds;
     total.ios += r.ios;
     total.path = r.path;
     total.reason = r.reason;
-    if (n < buf.size()) break;
+    if (n < piece) break;
   }
   if (a.fsync) {
     TransferOptions sync_opts;
@@ -91,7 +92,7 @@ Runner add_write_command(CLI::App& app) {
   cmd->add_option("FILE", args->file, "file to write (created if missing, never truncated)")->required();
   cmd->add_option("--offset,-o", args->offset, "where in FILE the bytes go (size units allowed)")
       ->check(size_validator());
-  cmd->add_option("--path", args->path, "transfer path: auto | host")->capture_default_str();
+  add_target_options(cmd, args->device, args->path);
   cmd->add_option("--piece", args->piece, "bytes per library call while streaming")->capture_default_str()
       ->check(size_validator());
   cmd->add_flag("--fsync", args->fsync, "fsync FILE before exiting");

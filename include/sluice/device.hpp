@@ -1,0 +1,109 @@
+// The GPU seam: memory, streams, events and copies, behind one interface with two
+// implementations: `cuda` (the CUDA driver API, loaded at run time from libcuda.so.1) and `sim`
+// (a simulated GPU in host memory with copy-engine threads and a bandwidth/latency model, so
+// every pipeline runs, overlaps and can be timed on a machine without a GPU).
+//
+// Streams and events are opaque handles owned by the device that made them. Asynchronous copies
+// are ordered within a stream; an event completes when everything enqueued on its stream before
+// it has completed. No method may be called from a static destructor.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+namespace sluice {
+
+enum class MemoryKind : std::uint8_t {
+  device,         ///< device memory (cuMemAlloc, or the sim device's heap)
+  pinned_host,    ///< page-locked host memory (cuMemHostAlloc or registered with the device)
+  pageable_host,  ///< ordinary host memory the device does not know
+};
+
+[[nodiscard]] std::string_view to_string(MemoryKind k) noexcept;
+
+struct DeviceInfo {
+  std::string kind;          ///< "cuda" or "sim"
+  int ordinal = 0;           ///< cuda:N
+  std::string name;          ///< "NVIDIA H200", "sim (25.0 GB/s H2D, 10 us)"
+  std::uint64_t total_memory = 0;
+  std::string pci_bus_id;    ///< "0000:17:00.0" where known
+  std::string driver;        ///< "CUDA driver 13.0, libcuda.so.1" where known
+};
+
+using StreamHandle = void*;
+using EventHandle = void*;
+
+class Device {
+ public:
+  virtual ~Device() = default;
+  [[nodiscard]] virtual const DeviceInfo& info() const noexcept = 0;
+
+  /// Device memory. Throws an Error (domain cuda for the CUDA device) on failure.
+  [[nodiscard]] virtual void* alloc(std::size_t bytes) = 0;
+  virtual void free(void* p) noexcept = 0;
+  /// Page-locked host memory, usable as the source/target of asynchronous copies.
+  [[nodiscard]] virtual void* alloc_pinned(std::size_t bytes) = 0;
+  virtual void free_pinned(void* p) noexcept = 0;
+  /// Page-locks existing host memory (cuMemHostRegister).
+  virtual void register_host(void* p, std::size_t bytes) = 0;
+  virtual void unregister_host(void* p) noexcept = 0;
+  [[nodiscard]] virtual MemoryKind pointer_kind(const void* p) const = 0;
+
+  [[nodiscard]] virtual StreamHandle create_stream() = 0;
+  virtual void destroy_stream(StreamHandle s) noexcept = 0;
+  virtual void copy_to_device_async(void* dst, const void* src, std::size_t bytes, StreamHandle s) = 0;
+  virtual void copy_to_host_async(void* dst, const void* src, std::size_t bytes, StreamHandle s) = 0;
+  /// Runs fn(arg) on a device-owned thread once the work before it on `s` is done; later work on
+  /// `s` waits for fn to return. fn must not call into the device (CUDA's cuLaunchHostFunc rule).
+  virtual void launch_host_func(StreamHandle s, void (*fn)(void*), void* arg) = 0;
+  virtual void synchronize(StreamHandle s) = 0;
+
+  [[nodiscard]] virtual EventHandle create_event() = 0;
+  virtual void destroy_event(EventHandle e) noexcept = 0;
+  virtual void record_event(EventHandle e, StreamHandle s) = 0;
+  /// True when the work captured by the last record_event has completed.
+  [[nodiscard]] virtual bool event_done(EventHandle e) = 0;
+  virtual void wait_event(EventHandle e) = 0;
+
+  /// Makes this device current on the calling thread (the CUDA context); a no-op for sim.
+  virtual void make_current() = 0;
+
+  /// Synchronous copies, for tests and the posix path.
+  void copy_to_device(void* dst, const void* src, std::size_t bytes);
+  void copy_to_host(void* dst, const void* src, std::size_t bytes);
+
+  /// How open_device() chose this device ("auto: no CUDA GPU (libcuda.so.1 not found), using sim").
+  [[nodiscard]] const std::string& selection() const noexcept { return selection_; }
+  void set_selection(std::string s) { selection_ = std::move(s); }
+
+ private:
+  std::string selection_;
+};
+
+/// Opens a device: "auto" (the first CUDA GPU if libcuda loads and has one, else sim, saying
+/// why in selection()), "sim", "cuda" or "cuda:N". Devices are cached per spec, so every
+/// caller in the process shares one context per GPU. Throws an Error with the reason when
+/// "cuda:N" cannot be opened, and a usage Error for an unknown spec.
+[[nodiscard]] std::shared_ptr<Device> open_device(std::string_view spec);
+
+/// RAII for device and pinned allocations.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  DeviceBuffer(std::shared_ptr<Device> dev, std::size_t bytes);
+  DeviceBuffer(DeviceBuffer&& o) noexcept;
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept;
+  ~DeviceBuffer();
+  [[nodiscard]] void* data() const noexcept { return ptr_; }
+  [[nodiscard]] std::size_t size() const noexcept { return size_; }
+
+ private:
+  std::shared_ptr<Device> dev_;
+  void* ptr_ = nullptr;
+  std::size_t size_ = 0;
+};
+
+}  // namespace sluice

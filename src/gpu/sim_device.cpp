@@ -1,0 +1,245 @@
+#include "sim_device.hpp"
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "sluice/error.hpp"
+#include "sluice/units.hpp"
+
+namespace sluice::detail {
+
+using Clock = std::chrono::steady_clock;
+
+struct SimDevice::Engine {
+  std::mutex busy;
+};
+
+struct SimDevice::Stream {
+  explicit Stream() : worker([this] { run(); }) {}
+  ~Stream() {
+    {
+      std::lock_guard lock(mutex);
+      stopping = true;
+    }
+    cv.notify_all();
+    worker.join();
+  }
+
+  void push(std::function<void()> op) {
+    {
+      std::lock_guard lock(mutex);
+      ops.push_back(std::move(op));
+      ++enqueued;
+    }
+    cv.notify_all();
+  }
+
+  void wait_for(std::uint64_t target) {
+    std::unique_lock lock(mutex);
+    done_cv.wait(lock, [&] { return completed >= target; });
+  }
+
+  void run() {
+    for (;;) {
+      std::function<void()> op;
+      {
+        std::unique_lock lock(mutex);
+        cv.wait(lock, [this] { return stopping || !ops.empty(); });
+        if (ops.empty()) return;
+        op = std::move(ops.front());
+        ops.pop_front();
+      }
+      op();
+      {
+        std::lock_guard lock(mutex);
+        ++completed;
+      }
+      done_cv.notify_all();
+    }
+  }
+
+  std::mutex mutex;
+  std::condition_variable cv;       // work arrived
+  std::condition_variable done_cv;  // work completed
+  std::deque<std::function<void()>> ops;
+  std::uint64_t enqueued = 0;
+  std::uint64_t completed = 0;
+  bool stopping = false;
+  std::thread worker;  // last: starts after the members it uses exist
+};
+
+namespace {
+
+struct SimEvent {
+  SimDevice::Stream* stream = nullptr;
+  std::uint64_t target = 0;
+};
+
+}  // namespace
+
+SimDevice::SimDevice(SimModel model) : model_(model) {
+  info_.kind = "sim";
+  info_.ordinal = 0;
+  info_.name = model_.gbps > 0
+                   ? fmt::format("sim ({:g} GB/s per direction, {:g} us per copy)", model_.gbps, model_.latency_us)
+                   : fmt::format("sim (unlimited bandwidth, {:g} us per copy)", model_.latency_us);
+  info_.total_memory = 0;
+  engines_[0] = std::make_unique<Engine>();
+  engines_[1] = std::make_unique<Engine>();
+  default_stream_ = std::make_unique<Stream>();
+}
+
+SimDevice::~SimDevice() {
+  default_stream_.reset();
+  for (auto& [start, range] : ranges_) std::free(reinterpret_cast<void*>(start));
+}
+
+void* SimDevice::allocate(std::size_t bytes, MemoryKind kind) {
+  void* p = std::aligned_alloc(4096, std::max<std::size_t>(round_up(bytes, 4096), 4096));
+  if (p == nullptr) {
+    throw Error(ErrorDomain::cuda, 2, {.op = kind == MemoryKind::device ? "sim alloc" : "sim alloc_pinned"},
+                fmt::format("out of memory allocating {} bytes", bytes));
+  }
+  std::lock_guard lock(mutex_);
+  ranges_[reinterpret_cast<std::uintptr_t>(p)] = {bytes, kind};
+  return p;
+}
+
+void SimDevice::release(void* p, MemoryKind kind) noexcept {
+  if (p == nullptr) return;
+  std::lock_guard lock(mutex_);
+  auto it = ranges_.find(reinterpret_cast<std::uintptr_t>(p));
+  if (it == ranges_.end() || it->second.kind != kind) return;  // not ours: ignore, as cuMemFree errors
+  ranges_.erase(it);
+  std::free(p);
+}
+
+void* SimDevice::alloc(std::size_t bytes) { return allocate(bytes, MemoryKind::device); }
+void SimDevice::free(void* p) noexcept { release(p, MemoryKind::device); }
+void* SimDevice::alloc_pinned(std::size_t bytes) { return allocate(bytes, MemoryKind::pinned_host); }
+void SimDevice::free_pinned(void* p) noexcept { release(p, MemoryKind::pinned_host); }
+
+void SimDevice::register_host(void* p, std::size_t bytes) {
+  std::lock_guard lock(mutex_);
+  ranges_[reinterpret_cast<std::uintptr_t>(p)] = {bytes, MemoryKind::pinned_host};
+}
+
+void SimDevice::unregister_host(void* p) noexcept {
+  std::lock_guard lock(mutex_);
+  ranges_.erase(reinterpret_cast<std::uintptr_t>(p));  // memory belongs to the caller
+}
+
+MemoryKind SimDevice::pointer_kind(const void* p) const {
+  const auto addr = reinterpret_cast<std::uintptr_t>(p);
+  std::lock_guard lock(mutex_);
+  auto it = ranges_.upper_bound(addr);
+  if (it == ranges_.begin()) return MemoryKind::pageable_host;
+  --it;
+  if (addr < it->first + std::max<std::size_t>(it->second.size, 1)) return it->second.kind;
+  return MemoryKind::pageable_host;
+}
+
+std::size_t SimDevice::device_bytes() const {
+  std::lock_guard lock(mutex_);
+  std::size_t n = 0;
+  for (const auto& [start, r] : ranges_) n += r.kind == MemoryKind::device ? r.size : 0;
+  return n;
+}
+
+std::size_t SimDevice::pinned_bytes() const {
+  std::lock_guard lock(mutex_);
+  std::size_t n = 0;
+  for (const auto& [start, r] : ranges_) n += r.kind == MemoryKind::pinned_host ? r.size : 0;
+  return n;
+}
+
+void SimDevice::check_device_range(const void* p, std::size_t bytes, const char* op) const {
+  const auto addr = reinterpret_cast<std::uintptr_t>(p);
+  std::lock_guard lock(mutex_);
+  auto it = ranges_.upper_bound(addr);
+  if (it != ranges_.begin()) {
+    --it;
+    if (it->second.kind == MemoryKind::device && addr + bytes <= it->first + it->second.size) return;
+  }
+  throw Error(ErrorDomain::cuda, 1, {.op = op},
+              fmt::format("{} bytes at {} are not inside one device allocation", bytes, p));
+}
+
+SimDevice::Stream& SimDevice::stream_of(StreamHandle s) {
+  return s == nullptr ? *default_stream_ : *static_cast<Stream*>(s);
+}
+
+StreamHandle SimDevice::create_stream() { return new Stream(); }
+
+void SimDevice::destroy_stream(StreamHandle s) noexcept {
+  delete static_cast<Stream*>(s);  // the destructor runs what is queued, then joins
+}
+
+namespace {
+
+void modelled_copy(std::mutex& engine, const SimModel& m, void* dst, const void* src, std::size_t n) {
+  std::lock_guard lock(engine);
+  const auto t0 = Clock::now();
+  std::memcpy(dst, src, n);
+  double ns = m.latency_us * 1e3;
+  if (m.gbps > 0) ns += static_cast<double>(n) / m.gbps;  // GB/s == bytes per ns
+  std::this_thread::sleep_until(t0 + std::chrono::nanoseconds(static_cast<std::int64_t>(ns)));
+}
+
+}  // namespace
+
+void SimDevice::copy_to_device_async(void* dst, const void* src, std::size_t bytes, StreamHandle s) {
+  check_device_range(dst, bytes, "sim copy_to_device");
+  stream_of(s).push([this, dst, src, bytes] { modelled_copy(engines_[0]->busy, model_, dst, src, bytes); });
+}
+
+void SimDevice::copy_to_host_async(void* dst, const void* src, std::size_t bytes, StreamHandle s) {
+  check_device_range(src, bytes, "sim copy_to_host");
+  stream_of(s).push([this, dst, src, bytes] { modelled_copy(engines_[1]->busy, model_, dst, src, bytes); });
+}
+
+void SimDevice::launch_host_func(StreamHandle s, void (*fn)(void*), void* arg) {
+  stream_of(s).push([fn, arg] { fn(arg); });
+}
+
+void SimDevice::synchronize(StreamHandle s) {
+  Stream& st = stream_of(s);
+  std::uint64_t target = 0;
+  {
+    std::lock_guard lock(st.mutex);
+    target = st.enqueued;
+  }
+  st.wait_for(target);
+}
+
+EventHandle SimDevice::create_event() { return new SimEvent(); }
+void SimDevice::destroy_event(EventHandle e) noexcept { delete static_cast<SimEvent*>(e); }
+
+void SimDevice::record_event(EventHandle e, StreamHandle s) {
+  auto* ev = static_cast<SimEvent*>(e);
+  Stream& st = stream_of(s);
+  std::lock_guard lock(st.mutex);
+  ev->stream = &st;
+  ev->target = st.enqueued;
+}
+
+bool SimDevice::event_done(EventHandle e) {
+  auto* ev = static_cast<SimEvent*>(e);
+  if (ev->stream == nullptr) return true;
+  std::lock_guard lock(ev->stream->mutex);
+  return ev->stream->completed >= ev->target;
+}
+
+void SimDevice::wait_event(EventHandle e) {
+  auto* ev = static_cast<SimEvent*>(e);
+  if (ev->stream != nullptr) ev->stream->wait_for(ev->target);
+}
+
+}  // namespace sluice::detail

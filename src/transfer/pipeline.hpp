@@ -1,0 +1,63 @@
+// The executor shared by the host and bounce paths. A request becomes a ChunkLayout; the calling
+// thread and up to `helpers` pool threads pull chunk indices from a shared counter, each keeping
+// up to `depth` I/Os in flight on its thread's engine. Staged chunks borrow a buffer from a fixed
+// StagingPool and move bytes between it and the caller's memory with a Mover: memcpy for host
+// memory, asynchronous device copies (overlapping the next reads) for GPU memory.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+
+#include "chunk_layout.hpp"
+#include "sluice/file.hpp"
+#include "sluice/io_engine.hpp"
+#include "sluice/staging_pool.hpp"
+
+namespace sluice::detail {
+
+/// Moves bytes between a staging buffer and the caller's memory. One per worker, used by one
+/// thread. A ticket is an opaque small integer; synchronous movers return no ticket.
+class Mover {
+ public:
+  virtual ~Mover() = default;
+  /// Starts copying n bytes; returns a ticket to poll, or -1 when the copy is already done.
+  virtual int start(void* dst, const void* src, std::size_t n, bool to_user) = 0;
+  [[nodiscard]] virtual bool done(int ticket) = 0;
+  virtual void wait(int ticket) = 0;
+  virtual void release(int ticket) = 0;
+};
+
+/// memcpy, done at once.
+class HostMover final : public Mover {
+ public:
+  int start(void* dst, const void* src, std::size_t n, bool to_user) override;
+  bool done(int) override { return true; }
+  void wait(int) override {}
+  void release(int) override {}
+};
+
+struct PipelineSpec {
+  IoOp op = IoOp::read;
+  const File* file = nullptr;
+  std::byte* user = nullptr;   ///< caller's memory (host or device)
+  std::uint64_t start = 0;     ///< file offset of user[0]
+  std::uint64_t size = 0;
+  const ChunkLayout* layout = nullptr;
+  EngineKind engine = EngineKind::psync;
+  unsigned depth = 1;
+  unsigned workers = 1;        ///< threads sharing the request, the caller included
+  StagingPool* pool = nullptr; ///< required when the layout has staged chunks
+  std::function<std::unique_ptr<Mover>()> make_mover;  ///< per worker; default HostMover
+};
+
+struct PipelineResult {
+  std::uint64_t ios = 0;
+};
+
+/// Runs the request; throws the first Error any worker met (after every worker has stopped and
+/// every buffer is back in the pool).
+PipelineResult run_pipeline(const PipelineSpec& spec);
+
+}  // namespace sluice::detail

@@ -1,0 +1,493 @@
+// A fake libcuda.so.1: the driver entry points sluice uses, over host memory, so the CUDA device
+// and its dlopen shim run in CI without a GPU. Loaded through SLUICE_LIBCUDA=<path to this file>.
+//
+// Device memory is malloc'd and tracked, so pointer queries and copy bounds behave like the
+// driver's; copies and host functions run at once on the calling thread and events are always
+// complete. Like the driver, memory and stream calls need cuInit and a current context, which
+// catches a missing make_current() on a pool thread.
+//
+// Knobs, read at call time so one test process can change them between calls:
+//   FAKE_CUDA_DEVICES=N               devices (default 1, at most 16); 0: cuInit -> NO_DEVICE
+//   FAKE_CUDA_FAIL=name[:code][,...]  that entry point returns `code` (default 999, UNKNOWN)
+// Extra exports for tests: fake_cuda_live_allocations(), fake_cuda_live_handles().
+//
+// Self-contained on purpose (no libsluice, no cuda.h): it is the other side of the ABI.
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+#include <string_view>
+
+#define FAKE_API extern "C" __attribute__((visibility("default")))
+
+using CUresult = int;
+using CUdevice = int;
+using CUdeviceptr = unsigned long long;
+struct CUctx_st {
+  int device;
+  int refs;
+};
+struct CUstream_st {
+  int unused;
+};
+struct CUevent_st {
+  bool recorded;
+};
+using CUcontext = CUctx_st*;
+using CUstream = CUstream_st*;
+using CUevent = CUevent_st*;
+using CUhostFn = void (*)(void*);
+
+namespace {
+
+constexpr CUresult ok = 0;
+constexpr CUresult invalid_value = 1;
+constexpr CUresult out_of_memory = 2;
+constexpr CUresult not_initialized = 3;
+constexpr CUresult no_device = 100;
+constexpr CUresult invalid_device = 101;
+constexpr CUresult invalid_context = 201;
+constexpr CUresult invalid_handle = 400;
+constexpr CUresult already_registered = 712;
+constexpr CUresult not_registered = 713;
+constexpr CUresult unknown = 999;
+
+constexpr int max_devices = 16;
+constexpr std::size_t total_memory = std::size_t{16} << 30;
+constexpr unsigned memorytype_host = 1;
+constexpr unsigned memorytype_device = 2;
+constexpr int pointer_attribute_memory_type = 2;
+
+enum class Region { device, host_alloc, host_registered };
+struct Block {
+  std::size_t size;
+  Region kind;
+};
+
+struct State {
+  std::mutex mu;
+  std::map<std::uintptr_t, Block> blocks;  // by start address; ranges never overlap
+  std::set<CUstream> streams;
+  std::set<CUevent> events;
+  bool initialized = false;
+};
+
+// Leaked: the library under test may call in from its own exit path.
+State& state() {
+  static State* s = new State;
+  return *s;
+}
+
+CUctx_st contexts[max_devices];  // trivially destructible; one primary context per device
+thread_local CUcontext current = nullptr;
+
+int device_count() {
+  const char* env = std::getenv("FAKE_CUDA_DEVICES");
+  if (env == nullptr || *env == '\0') return 1;
+  const int n = std::atoi(env);
+  return n < 0 ? 0 : (n > max_devices ? max_devices : n);
+}
+
+// The CUresult FAKE_CUDA_FAIL assigns to entry point `name`, or ok.
+CUresult injected(std::string_view name) {
+  const char* env = std::getenv("FAKE_CUDA_FAIL");
+  if (env == nullptr) return ok;
+  std::string_view list = env;
+  while (!list.empty()) {
+    const std::size_t comma = list.find(',');
+    std::string_view entry = list.substr(0, comma);
+    list = comma == std::string_view::npos ? std::string_view() : list.substr(comma + 1);
+    const std::size_t colon = entry.find(':');
+    if (entry.substr(0, colon) != name) continue;
+    if (colon == std::string_view::npos) return unknown;
+    const int code = std::atoi(std::string(entry.substr(colon + 1)).c_str());
+    return code != ok ? code : unknown;
+  }
+  return ok;
+}
+
+#define FAKE_ENTRY()                                        \
+  do {                                                      \
+    if (const CUresult rc = injected(__func__); rc != ok) { \
+      return rc;                                            \
+    }                                                       \
+  } while (false)
+
+CUresult need_init() { return state().initialized ? ok : not_initialized; }
+CUresult need_context() {
+  if (!state().initialized) return not_initialized;
+  return current != nullptr ? ok : invalid_context;
+}
+bool valid_device(CUdevice d) { return d >= 0 && d < device_count(); }
+
+// The block holding address `p`, or end(). Caller holds the lock.
+std::map<std::uintptr_t, Block>::iterator find_block(State& s, std::uintptr_t p) {
+  auto it = s.blocks.upper_bound(p);
+  if (it == s.blocks.begin()) return s.blocks.end();
+  --it;
+  return p < it->first + it->second.size ? it : s.blocks.end();
+}
+
+// Whether [p, p+n) lies inside one live device allocation.
+bool device_range(State& s, CUdeviceptr p, std::size_t n) {
+  const auto it = find_block(s, static_cast<std::uintptr_t>(p));
+  return it != s.blocks.end() && it->second.kind == Region::device &&
+         n <= it->first + it->second.size - static_cast<std::uintptr_t>(p);
+}
+
+// Whether [p, p+n) overlaps any tracked block.
+bool overlaps(State& s, std::uintptr_t p, std::size_t n) {
+  auto it = s.blocks.lower_bound(p + n);
+  if (it == s.blocks.begin()) return false;
+  --it;
+  return it->first + it->second.size > p;
+}
+
+bool valid_stream(State& s, CUstream st) { return st == nullptr || s.streams.count(st) != 0; }
+
+CUresult copy_check(State& s, CUdeviceptr dev, const void* host, std::size_t n, CUstream st) {
+  if (!valid_stream(s, st)) return invalid_handle;
+  if (host == nullptr || !device_range(s, dev, n)) return invalid_value;
+  return ok;
+}
+
+CUresult remove_block(std::uintptr_t p, Region kind, CUresult missing) {
+  State& s = state();
+  std::lock_guard lock(s.mu);
+  const auto it = s.blocks.find(p);
+  if (it == s.blocks.end() || it->second.kind != kind) return missing;
+  s.blocks.erase(it);
+  return ok;
+}
+
+}  // namespace
+
+FAKE_API CUresult cuGetErrorName(CUresult error, const char** str) {
+  FAKE_ENTRY();
+  static constexpr struct {
+    CUresult code;
+    const char* name;
+  } names[] = {
+      {0, "CUDA_SUCCESS"},
+      {1, "CUDA_ERROR_INVALID_VALUE"},
+      {2, "CUDA_ERROR_OUT_OF_MEMORY"},
+      {3, "CUDA_ERROR_NOT_INITIALIZED"},
+      {100, "CUDA_ERROR_NO_DEVICE"},
+      {101, "CUDA_ERROR_INVALID_DEVICE"},
+      {201, "CUDA_ERROR_INVALID_CONTEXT"},
+      {400, "CUDA_ERROR_INVALID_HANDLE"},
+      {500, "CUDA_ERROR_NOT_FOUND"},
+      {600, "CUDA_ERROR_NOT_READY"},
+      {700, "CUDA_ERROR_ILLEGAL_ADDRESS"},
+      {712, "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED"},
+      {713, "CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED"},
+      {999, "CUDA_ERROR_UNKNOWN"},
+  };
+  if (str == nullptr) return invalid_value;
+  for (const auto& n : names) {
+    if (n.code == error) {
+      *str = n.name;
+      return ok;
+    }
+  }
+  *str = nullptr;  // the driver's answer for a code it does not know
+  return invalid_value;
+}
+
+FAKE_API CUresult cuInit(unsigned int flags) {
+  FAKE_ENTRY();
+  if (flags != 0) return invalid_value;
+  if (device_count() == 0) return no_device;
+  State& s = state();
+  std::lock_guard lock(s.mu);
+  s.initialized = true;
+  return ok;
+}
+
+FAKE_API CUresult cuDriverGetVersion(int* version) {
+  FAKE_ENTRY();
+  if (version == nullptr) return invalid_value;
+  *version = 13000;
+  return ok;
+}
+
+FAKE_API CUresult cuDeviceGetCount(int* count) {
+  FAKE_ENTRY();
+  if (count == nullptr) return invalid_value;
+  if (const CUresult r = need_init(); r != ok) return r;
+  *count = device_count();
+  return ok;
+}
+
+FAKE_API CUresult cuDeviceGet(CUdevice* device, int ordinal) {
+  FAKE_ENTRY();
+  if (const CUresult r = need_init(); r != ok) return r;
+  if (device == nullptr) return invalid_value;
+  if (!valid_device(ordinal)) return invalid_device;
+  *device = ordinal;
+  return ok;
+}
+
+FAKE_API CUresult cuDeviceGetName(char* name, int len, CUdevice dev) {
+  FAKE_ENTRY();
+  if (const CUresult r = need_init(); r != ok) return r;
+  if (name == nullptr || len <= 0) return invalid_value;
+  if (!valid_device(dev)) return invalid_device;
+  (void)std::snprintf(name, static_cast<std::size_t>(len), "Fake CUDA Device %d", dev);
+  return ok;
+}
+
+FAKE_API CUresult cuDeviceGetPCIBusId(char* bus_id, int len, CUdevice dev) {
+  FAKE_ENTRY();
+  if (const CUresult r = need_init(); r != ok) return r;
+  if (bus_id == nullptr || len <= 0) return invalid_value;
+  if (!valid_device(dev)) return invalid_device;
+  (void)std::snprintf(bus_id, static_cast<std::size_t>(len), "0000:%02x:00.0", 0x17 + dev);
+  return ok;
+}
+
+FAKE_API CUresult cuDeviceTotalMem_v2(std::size_t* bytes, CUdevice dev) {
+  FAKE_ENTRY();
+  if (const CUresult r = need_init(); r != ok) return r;
+  if (bytes == nullptr) return invalid_value;
+  if (!valid_device(dev)) return invalid_device;
+  *bytes = total_memory;
+  return ok;
+}
+
+FAKE_API CUresult cuDevicePrimaryCtxRetain(CUcontext* ctx, CUdevice dev) {
+  FAKE_ENTRY();
+  if (const CUresult r = need_init(); r != ok) return r;
+  if (ctx == nullptr) return invalid_value;
+  if (!valid_device(dev)) return invalid_device;
+  State& s = state();
+  std::lock_guard lock(s.mu);
+  contexts[dev].device = dev;
+  ++contexts[dev].refs;
+  *ctx = &contexts[dev];
+  return ok;
+}
+
+FAKE_API CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
+  FAKE_ENTRY();
+  if (const CUresult r = need_init(); r != ok) return r;
+  if (!valid_device(dev)) return invalid_device;
+  State& s = state();
+  std::lock_guard lock(s.mu);
+  if (contexts[dev].refs == 0) return invalid_context;
+  --contexts[dev].refs;
+  return ok;
+}
+
+FAKE_API CUresult cuCtxSetCurrent(CUcontext ctx) {
+  FAKE_ENTRY();
+  if (const CUresult r = need_init(); r != ok) return r;
+  if (ctx != nullptr && (ctx < contexts || ctx >= contexts + max_devices)) return invalid_context;
+  current = ctx;
+  return ok;
+}
+
+FAKE_API CUresult cuMemAlloc_v2(CUdeviceptr* dptr, std::size_t bytes) {
+  FAKE_ENTRY();
+  if (const CUresult r = need_context(); r != ok) return r;
+  if (dptr == nullptr || bytes == 0) return invalid_value;
+  void* p = nullptr;
+  if (posix_memalign(&p, 4096, bytes) != 0) return out_of_memory;
+  State& s = state();
+  std::lock_guard lock(s.mu);
+  s.blocks[reinterpret_cast<std::uintptr_t>(p)] = {bytes, Region::device};
+  *dptr = reinterpret_cast<std::uintptr_t>(p);
+  return ok;
+}
+
+FAKE_API CUresult cuMemFree_v2(CUdeviceptr dptr) {
+  FAKE_ENTRY();
+  if (const CUresult r = need_context(); r != ok) return r;
+  if (dptr == 0) return ok;
+  const CUresult r = remove_block(static_cast<std::uintptr_t>(dptr), Region::device, invalid_value);
+  if (r == ok) std::free(reinterpret_cast<void*>(static_cast<std::uintptr_t>(dptr)));
+  return r;
+}
+
+FAKE_API CUresult cuMemHostAlloc(void** pp, std::size_t bytes, unsigned int /*flags*/) {
+  FAKE_ENTRY();
+  if (const CUresult r = need_context(); r != ok) return r;
+  if (pp == nullptr || bytes == 0) return invalid_value;
+  void* p = nullptr;
+  // Page-aligned like the driver's pinned memory, which O_DIRECT staging relies on.
+  if (posix_memalign(&p, 4096, bytes) != 0) return out_of_memory;
+  State& s = state();
+  std::lock_guard lock(s.mu);
+  s.blocks[reinterpret_cast<std::uintptr_t>(p)] = {bytes, Region::host_alloc};
+  *pp = p;
+  return ok;
+}
+
+FAKE_API CUresult cuMemFreeHost(void* p) {
+  FAKE_ENTRY();
+  if (const CUresult r = need_context(); r != ok) return r;
+  const CUresult r =
+      remove_block(reinterpret_cast<std::uintptr_t>(p), Region::host_alloc, invalid_value);
+  if (r == ok) std::free(p);
+  return r;
+}
+
+FAKE_API CUresult cuMemHostRegister_v2(void* p, std::size_t bytes, unsigned int /*flags*/) {
+  FAKE_ENTRY();
+  if (const CUresult r = need_context(); r != ok) return r;
+  if (p == nullptr || bytes == 0) return invalid_value;
+  State& s = state();
+  std::lock_guard lock(s.mu);
+  const auto start = reinterpret_cast<std::uintptr_t>(p);
+  if (overlaps(s, start, bytes)) return already_registered;
+  s.blocks[start] = {bytes, Region::host_registered};
+  return ok;
+}
+
+FAKE_API CUresult cuMemHostUnregister(void* p) {
+  FAKE_ENTRY();
+  if (const CUresult r = need_context(); r != ok) return r;
+  return remove_block(reinterpret_cast<std::uintptr_t>(p), Region::host_registered, not_registered);
+}
+
+FAKE_API CUresult cuPointerGetAttribute(void* data, int attribute, CUdeviceptr ptr) {
+  FAKE_ENTRY();
+  if (const CUresult r = need_init(); r != ok) return r;
+  if (data == nullptr || attribute != pointer_attribute_memory_type) return invalid_value;
+  State& s = state();
+  std::lock_guard lock(s.mu);
+  const auto it = find_block(s, static_cast<std::uintptr_t>(ptr));
+  if (it == s.blocks.end()) return invalid_value;  // memory the driver never saw
+  const unsigned type = it->second.kind == Region::device ? memorytype_device : memorytype_host;
+  std::memcpy(data, &type, sizeof type);
+  return ok;
+}
+
+FAKE_API CUresult cuStreamCreate(CUstream* stream, unsigned int /*flags*/) {
+  FAKE_ENTRY();
+  if (const CUresult r = need_context(); r != ok) return r;
+  if (stream == nullptr) return invalid_value;
+  State& s = state();
+  std::lock_guard lock(s.mu);
+  *stream = new CUstream_st{};
+  s.streams.insert(*stream);
+  return ok;
+}
+
+FAKE_API CUresult cuStreamDestroy_v2(CUstream stream) {
+  FAKE_ENTRY();
+  if (const CUresult r = need_context(); r != ok) return r;
+  State& s = state();
+  std::lock_guard lock(s.mu);
+  if (s.streams.erase(stream) == 0) return invalid_handle;
+  delete stream;
+  return ok;
+}
+
+FAKE_API CUresult cuStreamSynchronize(CUstream stream) {
+  FAKE_ENTRY();
+  if (const CUresult r = need_context(); r != ok) return r;
+  State& s = state();
+  std::lock_guard lock(s.mu);
+  return valid_stream(s, stream) ? ok : invalid_handle;
+}
+
+FAKE_API CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void* src, std::size_t bytes,
+                                       CUstream stream) {
+  FAKE_ENTRY();
+  if (const CUresult r = need_context(); r != ok) return r;
+  State& s = state();
+  std::lock_guard lock(s.mu);
+  if (const CUresult r = copy_check(s, dst, src, bytes, stream); r != ok) return r;
+  std::memcpy(reinterpret_cast<void*>(static_cast<std::uintptr_t>(dst)), src, bytes);
+  return ok;
+}
+
+FAKE_API CUresult cuMemcpyDtoHAsync_v2(void* dst, CUdeviceptr src, std::size_t bytes,
+                                       CUstream stream) {
+  FAKE_ENTRY();
+  if (const CUresult r = need_context(); r != ok) return r;
+  State& s = state();
+  std::lock_guard lock(s.mu);
+  if (const CUresult r = copy_check(s, src, dst, bytes, stream); r != ok) return r;
+  std::memcpy(dst, reinterpret_cast<const void*>(static_cast<std::uintptr_t>(src)), bytes);
+  return ok;
+}
+
+FAKE_API CUresult cuLaunchHostFunc(CUstream stream, CUhostFn fn, void* user_data) {
+  FAKE_ENTRY();
+  if (const CUresult r = need_context(); r != ok) return r;
+  if (fn == nullptr) return invalid_value;
+  {
+    State& s = state();
+    std::lock_guard lock(s.mu);
+    if (!valid_stream(s, stream)) return invalid_handle;
+  }
+  fn(user_data);  // everything before it on the stream is already done
+  return ok;
+}
+
+FAKE_API CUresult cuEventCreate(CUevent* event, unsigned int /*flags*/) {
+  FAKE_ENTRY();
+  if (const CUresult r = need_context(); r != ok) return r;
+  if (event == nullptr) return invalid_value;
+  State& s = state();
+  std::lock_guard lock(s.mu);
+  *event = new CUevent_st{};
+  s.events.insert(*event);
+  return ok;
+}
+
+FAKE_API CUresult cuEventDestroy_v2(CUevent event) {
+  FAKE_ENTRY();
+  if (const CUresult r = need_context(); r != ok) return r;
+  State& s = state();
+  std::lock_guard lock(s.mu);
+  if (s.events.erase(event) == 0) return invalid_handle;
+  delete event;
+  return ok;
+}
+
+FAKE_API CUresult cuEventRecord(CUevent event, CUstream stream) {
+  FAKE_ENTRY();
+  if (const CUresult r = need_context(); r != ok) return r;
+  State& s = state();
+  std::lock_guard lock(s.mu);
+  if (s.events.count(event) == 0 || !valid_stream(s, stream)) return invalid_handle;
+  event->recorded = true;
+  return ok;
+}
+
+FAKE_API CUresult cuEventQuery(CUevent event) {
+  FAKE_ENTRY();
+  if (const CUresult r = need_context(); r != ok) return r;
+  State& s = state();
+  std::lock_guard lock(s.mu);
+  return s.events.count(event) != 0 ? ok : invalid_handle;
+}
+
+FAKE_API CUresult cuEventSynchronize(CUevent event) {
+  FAKE_ENTRY();
+  if (const CUresult r = need_context(); r != ok) return r;
+  State& s = state();
+  std::lock_guard lock(s.mu);
+  return s.events.count(event) != 0 ? ok : invalid_handle;
+}
+
+/// Device allocations, cuMemHostAlloc blocks and registered ranges still alive.
+FAKE_API int fake_cuda_live_allocations() {
+  State& s = state();
+  std::lock_guard lock(s.mu);
+  return static_cast<int>(s.blocks.size());
+}
+
+/// Streams and events still alive.
+FAKE_API int fake_cuda_live_handles() {
+  State& s = state();
+  std::lock_guard lock(s.mu);
+  return static_cast<int>(s.streams.size() + s.events.size());
+}
