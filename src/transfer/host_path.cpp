@@ -51,7 +51,9 @@ TransferResult execute(IoOp op, const File& file, std::byte* user, std::uint64_t
   spec.engine = resolve_engine(cfg.engine);
   spec.depth = cfg.queue_depth;
   spec.workers = cfg.effective_threads();
-  spec.pool = pool;
+  // Only a layout with staged chunks needs the pool; handing it over anyway makes each thread's
+  // ring register (fault in and pin) the whole pool on first use, for nothing.
+  spec.pool = layout.staged_count() > 0 ? pool : nullptr;
 
   const Direction dir = op == IoOp::read ? Direction::read : Direction::write;
   auto elapsed_ns = [&] {
