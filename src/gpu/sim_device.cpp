@@ -1,5 +1,7 @@
 #include "sim_device.hpp"
 
+#include <sys/mman.h>
+
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
@@ -98,12 +100,19 @@ SimDevice::SimDevice(SimModel model) : model_(model) {
 
 SimDevice::~SimDevice() {
   default_stream_.reset();
-  for (auto& [start, range] : ranges_) std::free(reinterpret_cast<void*>(start));
+  for (auto& [start, range] : ranges_) {
+    if (range.kind == MemoryKind::device || range.owned) {
+      ::munmap(reinterpret_cast<void*>(start), std::max<std::size_t>(round_up(range.size, 4096), 4096));
+    }
+  }
 }
 
+// Device and pinned memory come populated, as cuMemAlloc and cuMemHostAlloc memory does: page
+// faults on first touch would otherwise land inside the modelled copies and the O_DIRECT reads.
 void* SimDevice::allocate(std::size_t bytes, MemoryKind kind) {
-  void* p = std::aligned_alloc(4096, std::max<std::size_t>(round_up(bytes, 4096), 4096));
-  if (p == nullptr) {
+  const std::size_t mapped = std::max<std::size_t>(round_up(bytes, 4096), 4096);
+  void* p = ::mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+  if (p == MAP_FAILED) {
     throw Error(ErrorDomain::cuda, 2, {.op = kind == MemoryKind::device ? "sim alloc" : "sim alloc_pinned"},
                 fmt::format("out of memory allocating {} bytes", bytes));
   }
@@ -116,9 +125,9 @@ void SimDevice::release(void* p, MemoryKind kind) noexcept {
   if (p == nullptr) return;
   std::lock_guard lock(mutex_);
   auto it = ranges_.find(reinterpret_cast<std::uintptr_t>(p));
-  if (it == ranges_.end() || it->second.kind != kind) return;  // not ours: ignore, as cuMemFree errors
+  if (it == ranges_.end() || it->second.kind != kind || !it->second.owned) return;  // not ours
+  ::munmap(p, std::max<std::size_t>(round_up(it->second.size, 4096), 4096));
   ranges_.erase(it);
-  std::free(p);
 }
 
 void* SimDevice::alloc(std::size_t bytes) { return allocate(bytes, MemoryKind::device); }
@@ -128,7 +137,7 @@ void SimDevice::free_pinned(void* p) noexcept { release(p, MemoryKind::pinned_ho
 
 void SimDevice::register_host(void* p, std::size_t bytes) {
   std::lock_guard lock(mutex_);
-  ranges_[reinterpret_cast<std::uintptr_t>(p)] = {bytes, MemoryKind::pinned_host};
+  ranges_[reinterpret_cast<std::uintptr_t>(p)] = {bytes, MemoryKind::pinned_host, false};
 }
 
 void SimDevice::unregister_host(void* p) noexcept {

@@ -57,6 +57,7 @@ class SimDevice final : public Device {
   struct Range {
     std::size_t size;
     MemoryKind kind;
+    bool owned = true;  // false for caller memory registered with register_host()
   };
   void* allocate(std::size_t bytes, MemoryKind kind);
   void release(void* p, MemoryKind kind) noexcept;
