@@ -182,7 +182,9 @@ std::vector<Config::Entry> Config::entries() const {
 
 unsigned Config::effective_threads() const noexcept {
   if (threads != 0) return threads;
-  return std::clamp(std::thread::hardware_concurrency(), 1U, 4U);
+  // hardware_concurrency() reads /sys/devices/system/cpu/online on every call; transfers ask per call.
+  static const unsigned cores = std::thread::hardware_concurrency();
+  return std::clamp(cores, 1U, 4U);
 }
 
 Config Config::load() {

@@ -1,7 +1,5 @@
 #include "sim_device.hpp"
 
-#include <sys/mman.h>
-
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
@@ -13,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "sluice/error.hpp"
+#include "sluice/host_memory.hpp"
 #include "sluice/units.hpp"
 
 namespace sluice::detail {
@@ -101,20 +100,20 @@ SimDevice::SimDevice(SimModel model) : model_(model) {
 SimDevice::~SimDevice() {
   default_stream_.reset();
   for (auto& [start, range] : ranges_) {
-    if (range.kind == MemoryKind::device || range.owned) {
-      ::munmap(reinterpret_cast<void*>(start), std::max<std::size_t>(round_up(range.size, 4096), 4096));
-    }
+    if (range.owned) unmap_host_memory(reinterpret_cast<void*>(start), range.size);
   }
 }
 
-// Device and pinned memory come populated, as cuMemAlloc and cuMemHostAlloc memory does: page
-// faults on first touch would otherwise land inside the modelled copies and the O_DIRECT reads.
+// Device and pinned memory come populated (and on huge pages where possible), as cuMemAlloc and
+// cuMemHostAlloc memory does: page faults on first touch would otherwise land inside the
+// modelled copies and the O_DIRECT reads.
 void* SimDevice::allocate(std::size_t bytes, MemoryKind kind) {
-  const std::size_t mapped = std::max<std::size_t>(round_up(bytes, 4096), 4096);
-  void* p = ::mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
-  if (p == MAP_FAILED) {
+  void* p = nullptr;
+  try {
+    p = map_host_memory(bytes);
+  } catch (const Error& e) {
     throw Error(ErrorDomain::cuda, 2, {.op = kind == MemoryKind::device ? "sim alloc" : "sim alloc_pinned"},
-                fmt::format("out of memory allocating {} bytes", bytes));
+                fmt::format("out of memory allocating {} bytes: {}", bytes, e.what()));
   }
   std::lock_guard lock(mutex_);
   ranges_[reinterpret_cast<std::uintptr_t>(p)] = {bytes, kind};
@@ -126,7 +125,7 @@ void SimDevice::release(void* p, MemoryKind kind) noexcept {
   std::lock_guard lock(mutex_);
   auto it = ranges_.find(reinterpret_cast<std::uintptr_t>(p));
   if (it == ranges_.end() || it->second.kind != kind || !it->second.owned) return;  // not ours
-  ::munmap(p, std::max<std::size_t>(round_up(it->second.size, 4096), 4096));
+  unmap_host_memory(p, it->second.size);
   ranges_.erase(it);
 }
 

@@ -1,24 +1,17 @@
 #include "sluice/staging_pool.hpp"
 
-#include <sys/mman.h>
-
 #include <atomic>
 #include <cerrno>
 
 #include "sluice/config.hpp"
 #include "sluice/error.hpp"
+#include "sluice/host_memory.hpp"
 
 namespace sluice {
 
 PoolMemory host_pool_memory() {
-  return {
-      [](std::size_t bytes) -> void* {
-        void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (p == MAP_FAILED) throw_os_error(errno, {.op = "staging pool"}, "mmap failed");
-        return p;
-      },
-      [](void* p, std::size_t bytes) { ::munmap(p, bytes); },
-  };
+  return {[](std::size_t bytes) { return map_host_memory(bytes); },
+          [](void* p, std::size_t bytes) { unmap_host_memory(p, bytes); }};
 }
 
 StagingPool::StagingPool(unsigned count, std::size_t buffer_size, PoolMemory memory)

@@ -58,51 +58,90 @@ ErrorContext range_context(IoOp op, const File& file, std::uint64_t offset, std:
           .size = size, .has_range = true};
 }
 
+// A stream with its events, reused across transfers: creating a stream per transfer costs a
+// driver call on CUDA and a thread on the sim device, which dominated 1 MiB bounce reads.
+struct CopyStream {
+  StreamHandle stream = nullptr;
+  std::vector<EventHandle> events;
+};
+
+// Per-device free lists of copy streams. Leaked on purpose, like the devices they belong to.
+class CopyStreams {
+ public:
+  static CopyStream take(Device& dev) {
+    {
+      std::lock_guard lock(mutex());
+      auto& free = lists()[&dev];
+      if (!free.empty()) {
+        CopyStream s = std::move(free.back());
+        free.pop_back();
+        return s;
+      }
+    }
+    return CopyStream{dev.create_stream(), {}};
+  }
+  static void give_back(Device& dev, CopyStream s) {
+    std::lock_guard lock(mutex());
+    lists()[&dev].push_back(std::move(s));
+  }
+
+ private:
+  static std::mutex& mutex() {
+    static auto* m = new std::mutex();
+    return *m;
+  }
+  static std::map<Device*, std::vector<CopyStream>>& lists() {
+    static auto* l = new std::map<Device*, std::vector<CopyStream>>();
+    return *l;
+  }
+};
+
 // Asynchronous copies on one stream per worker; a ticket is an event recorded after the copy.
 // Copies on one stream complete in order, matching the worker's oldest-first bookkeeping.
 class DeviceMover final : public Mover {
  public:
   explicit DeviceMover(Device& dev) : dev_(dev) {
     dev_.make_current();
-    stream_ = dev_.create_stream();
+    cs_ = CopyStreams::take(dev_);
+    for (std::size_t i = 0; i < cs_.events.size(); ++i) free_.push_back(static_cast<int>(i));
   }
   ~DeviceMover() override {
     try {
-      dev_.synchronize(stream_);
+      dev_.synchronize(cs_.stream);
+      CopyStreams::give_back(dev_, std::move(cs_));
     } catch (...) {
-      // Already failing; the stream is destroyed below either way.
+      // A stream that failed to synchronise is not reused (nor destroyed: it may be busy).
     }
-    for (EventHandle e : events_) dev_.destroy_event(e);
-    dev_.destroy_stream(stream_);
   }
   DeviceMover(const DeviceMover&) = delete;
   DeviceMover& operator=(const DeviceMover&) = delete;
 
   int start(void* dst, const void* src, std::size_t n, bool to_user) override {
     if (to_user) {
-      dev_.copy_to_device_async(dst, src, n, stream_);
+      dev_.copy_to_device_async(dst, src, n, cs_.stream);
     } else {
-      dev_.copy_to_host_async(dst, src, n, stream_);
+      dev_.copy_to_host_async(dst, src, n, cs_.stream);
     }
     int t = 0;
     if (free_.empty()) {
-      events_.push_back(dev_.create_event());
-      t = static_cast<int>(events_.size() - 1);
+      cs_.events.push_back(dev_.create_event());
+      t = static_cast<int>(cs_.events.size() - 1);
     } else {
       t = free_.back();
       free_.pop_back();
     }
-    dev_.record_event(events_[static_cast<std::size_t>(t)], stream_);
+    dev_.record_event(event(t), cs_.stream);
     return t;
   }
-  bool done(int t) override { return dev_.event_done(events_[static_cast<std::size_t>(t)]); }
-  void wait(int t) override { dev_.wait_event(events_[static_cast<std::size_t>(t)]); }
+  bool done(int t) override { return dev_.event_done(event(t)); }
+  void wait(int t) override { dev_.wait_event(event(t)); }
   void release(int t) override { free_.push_back(t); }
 
  private:
+  EventHandle event(int t) const { return cs_.events[static_cast<std::size_t>(t)]; }
+
   Device& dev_;
-  StreamHandle stream_ = nullptr;
-  std::vector<EventHandle> events_;
+  CopyStream cs_;
   std::vector<int> free_;
 };
 
@@ -204,20 +243,30 @@ TransferResult posix_transfer(IoOp op, const File& file, std::byte* dev, std::ui
 
 std::optional<TransferResult> direct_transfer(IoOp op, const File& file, std::byte* dev,
                                               std::uint64_t size, std::uint64_t offset,
-                                              const Config& cfg, std::string* refusal) {
+                                              const Config& cfg, std::string* refusal,
+                                              int* refusal_code) {
   (void)cfg;
   const auto t0 = Clock::now();
   CuFile& cufile = CuFile::instance();
-  auto handle = std::static_pointer_cast<CuFile::Handle>(file.attachment());
-  if (!handle) {
-    std::string why;
-    int code = 0;
-    handle = cufile.register_handle(file.has_direct() ? file.direct_fd() : file.fd(), &why, &code);
+  std::shared_ptr<CuFile::Handle> handle;
+  {
+    // Transfers on one File run at once (read_async, batches): the first registers its cuFile
+    // handle, the others wait and share it. A second registration of the fd would be refused
+    // (CU_FILE_HANDLE_ALREADY_REGISTERED), and the attachment is a plain shared_ptr.
+    static std::mutex registration;
+    std::lock_guard lock(registration);
+    handle = std::static_pointer_cast<CuFile::Handle>(file.attachment());
     if (!handle) {
-      *refusal = why;
-      return std::nullopt;
+      std::string why;
+      int code = 0;
+      handle = cufile.register_handle(file.has_direct() ? file.direct_fd() : file.fd(), &why, &code);
+      if (!handle) {
+        *refusal = why;
+        *refusal_code = code;
+        return std::nullopt;
+      }
+      file.attachment() = handle;
     }
-    file.attachment() = handle;
   }
   std::uint64_t done = 0;
   std::uint64_t ios = 0;
@@ -238,6 +287,7 @@ std::optional<TransferResult> direct_transfer(IoOp op, const File& file, std::by
       if (done == 0 && capability_error(code)) {
         *refusal = fmt::format("{}: {} ({}): {}", op == IoOp::read ? "cuFileRead" : "cuFileWrite",
                                CuFile::error_name(code), code, CuFile::error_text(code));
+        *refusal_code = code;
         return std::nullopt;
       }
       stats().record(Path::direct, direction(op), done, ios, since_ns(t0), true);
