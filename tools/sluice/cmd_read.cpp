@@ -57,9 +57,10 @@ int run_read(const ReadArgs& a) {
   total.reason = "end of file";
   std::uint64_t pos = 0;
   std::future<TransferResult> pending;
+  std::uint64_t asked = 0;  // bytes the pending piece asked for
   auto start_piece = [&](int which) {
-    const std::uint64_t n = std::min<std::uint64_t>(piece, length - pos);
-    pending = read_async(file, bufs[which]->data(), n, offset + pos, target.options);
+    asked = std::min<std::uint64_t>(piece, length - pos);
+    pending = read_async(file, bufs[which]->data(), asked, offset + pos, target.options);
   };
   if (length > 0) start_piece(0);
   for (int which = 0; pending.valid(); which ^= 1) {
@@ -70,7 +71,9 @@ int run_read(const ReadArgs& a) {
     total.path = r.path;
     if (r.bytes > 0) total.reason = r.reason;
     pos += r.bytes;
-    const bool more = r.bytes > 0 && pos < length;
+    // Fewer bytes than asked means the end of the file: there is no next piece (and, for a
+    // range of one piece, no second buffer to read it into).
+    const bool more = r.bytes == asked && pos < length;
     if (more) start_piece(which ^ 1);
     write_all(out_fd, bufs[which]->download(r.bytes), r.bytes, to_stdout ? std::string("stdout") : a.out);
   }

@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
   };
   add(add_read_command);
   add(add_write_command);
+  add(add_bench_command);
 
   try {
     app.parse(argc, argv);

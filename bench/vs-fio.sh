@@ -1,0 +1,144 @@
+#!/usr/bin/env bash
+# vs-fio.sh: `sluice bench --xfer cpu-only` against fio on the same file, block size, queue depth
+# and thread count, in interleaved rounds (fio, sluice, fio, sluice, ...), as DESIGN.md's
+# performance method asks. Prints both medians and the ratio sluice/fio for throughput, IOPS and
+# completion-latency p50/p99. A low ratio is a result, not a failure: the script exits non-zero
+# only when something fails to run.
+#
+#   bench/vs-fio.sh [--sluice PATH] [--file PATH] [--size 1G] [--rounds 3] [--time 5]
+#                   [--threads 1] [--cases "read:1M:1 read:1M:32 randread:4K:1 randread:4K:32"]
+#                   [--keep] [--json-out FILE]
+#
+# Both sides: O_DIRECT, io_uring, time-based runs of --time seconds over the first --size bytes
+# of the file; with --threads N each thread covers its own 1/N slice (fio: size=S/N,
+# offset_increment=S/N, group_reporting).
+#   fio     fio --ioengine=io_uring --direct=1 --rw=RW --bs=BS --iodepth=QD --numjobs=N
+#               --time_based --runtime=T --output-format=json
+#   sluice  sluice bench --xfer cpu-only --rw RW --block-size BS --iodepth QD --threads N
+#               --time T --json FILE
+# Latency: sluice's per-I/O latency runs from prepare() to the reaped completion, so it includes
+# the submitting io_uring_enter; its like-for-like peer is fio's total latency (lat, with
+# --lat_percentiles=1). fio's clat (submission done to completion) is printed for reference.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+repo=$(cd "$here/.." && pwd)
+
+sluice=${SLUICE:-}
+file=
+size=1G
+rounds=3
+runtime=5
+threads=1
+cases="read:1M:1 read:1M:32 randread:4K:1 randread:4K:32"
+keep=0
+json_out=
+
+die() { echo "vs-fio: $*" >&2; exit 2; }
+usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; exit "${1:-0}"; }
+
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    --sluice) sluice=${2:?}; shift 2 ;;
+    --file) file=${2:?}; shift 2 ;;
+    --size) size=${2:?}; shift 2 ;;
+    --rounds) rounds=${2:?}; shift 2 ;;
+    --time) runtime=${2:?}; shift 2 ;;
+    --threads) threads=${2:?}; shift 2 ;;
+    --cases) cases=${2:?}; shift 2 ;;
+    --keep) keep=1; shift ;;
+    --json-out) json_out=${2:?}; shift 2 ;;
+    -h|--help) usage 0 ;;
+    *) echo "vs-fio: unknown argument '$1'" >&2; usage 2 ;;
+  esac
+done
+
+command -v fio >/dev/null || die "fio is not installed (apt-get install fio)"
+command -v python3 >/dev/null || die "python3 is needed to read the JSON results"
+if [[ -z $sluice ]]; then
+  for c in "$repo/build/release/bin/sluice" "$repo/build/bench-f/bin/sluice"; do
+    [[ -x $c ]] && { sluice=$c; break; }
+  done
+fi
+[[ -x $sluice ]] || die "no sluice binary (build it, or pass --sluice PATH)"
+[[ $rounds =~ ^[1-9][0-9]*$ ]] || die "--rounds wants a positive count"
+[[ $threads =~ ^[1-9][0-9]*$ ]] || die "--threads wants a positive count"
+size_bytes=$(numfmt --from=iec "$size") || die "bad --size '$size'"
+slice=$(( size_bytes / threads / 1048576 * 1048576 ))
+(( slice > 0 )) || die "--size too small for $threads threads"
+
+work=$(mktemp -d "${TMPDIR:-/var/tmp}/vs-fio.XXXXXX")
+created=0
+if [[ -z $file ]]; then
+  file=$work/data.bin
+  created=1
+fi
+cleanup() {
+  rm -rf "$work"
+  if [[ $created = 1 && $keep = 0 ]]; then rm -f "$file"; fi
+}
+trap cleanup EXIT
+
+if [[ ! -f $file ]] || (( $(stat -c %s "$file") < size_bytes )); then
+  echo "vs-fio: laying out $size in $file ..." >&2
+  fio --name=layout --filename="$file" --rw=write --bs=1M --size="$size_bytes" --direct=1 \
+      --ioengine=io_uring --iodepth=8 --end_fsync=1 --output=/dev/null
+fi
+
+echo "vs-fio: sluice $("$sluice" --version | awk '{print $2}'), $(fio --version); file $file ($(df -T "$file" | awk 'NR==2{print $2}')), $size, $threads thread(s), ${runtime}s runs, $rounds rounds" >&2
+results=$work/results.txt
+for round in $(seq 1 "$rounds"); do
+  for c in $cases; do
+    IFS=: read -r rw bs qd <<<"$c"
+    out=$work/fio-$round-$rw-$bs-$qd.json
+    fio --name=vsfio --filename="$file" --rw="$rw" --bs="$bs" --iodepth="$qd" --ioengine=io_uring \
+        --direct=1 --numjobs="$threads" --size="$slice" --offset_increment="$slice" --thread \
+        --group_reporting --time_based --runtime="$runtime" --randrepeat=0 --lat_percentiles=1 \
+        --output-format=json --output="$out"
+    echo "fio $round $c $out" >>"$results"
+    out=$work/sluice-$round-$rw-$bs-$qd.json
+    "$sluice" bench --file "$file" --size "$((slice * threads))" --xfer cpu-only --rw "$rw" \
+        --block-size "$bs" --iodepth "$qd" --threads "$threads" --time "$runtime" --seed "$round" \
+        --json "$out" >/dev/null
+    echo "sluice $round $c $out" >>"$results"
+    echo "  round $round $c done" >&2
+  done
+done
+
+python3 - "$results" "$json_out" <<'PY'
+import json, statistics, sys
+rows = {}
+for line in open(sys.argv[1]):
+    tool, rnd, case, path = line.split()
+    d = json.load(open(path))
+    if tool == "fio":
+        j = d["jobs"][0]["read"]
+        lat = j["lat_ns"].get("percentile", {})
+        clat = j["clat_ns"].get("percentile", {})
+        m = dict(bw=j["bw_bytes"] / 2**30, iops=j["iops"],
+                 p50=lat.get("50.000000", 0) / 1e3, p99=lat.get("99.000000", 0) / 1e3,
+                 cp50=clat.get("50.000000", 0) / 1e3, cp99=clat.get("99.000000", 0) / 1e3)
+    else:
+        r = d["results"][0]
+        m = dict(bw=r["gib_per_s"], iops=r["iops"], p50=r["latency_us"]["p50"], p99=r["latency_us"]["p99"])
+        m["cp50"], m["cp99"] = m["p50"], m["p99"]
+    rows.setdefault(case, {}).setdefault(tool, []).append(m)
+out = []
+print(f"{'case (rw:bs:qd)':<18} {'metric':<7} {'fio median':>11} {'sluice median':>14} {'ratio':>7}   per-round fio | sluice")
+for case, t in rows.items():
+    for key, label in (("bw", "GiB/s"), ("iops", "IOPS"), ("p50", "p50 us"), ("p99", "p99 us"),
+                       ("cp50", "p50 clat"), ("cp99", "p99 clat")):
+        f = [m[key] for m in t["fio"]]
+        s = [m[key] for m in t["sluice"]]
+        fm, sm = statistics.median(f), statistics.median(s)
+        ratio = sm / fm if fm else float("nan")
+        fmt = (lambda v: f"{v:.3f}") if key == "bw" else (lambda v: f"{v:.0f}") if key == "iops" else (lambda v: f"{v:.1f}")
+        print(f"{case:<18} {label:<7} {fmt(fm):>11} {fmt(sm):>14} {ratio:>6.3f}x   "
+              f"{' '.join(fmt(v) for v in f)} | {' '.join(fmt(v) for v in s)}")
+        out.append(dict(case=case, metric=key, fio=fm, sluice=sm, ratio=ratio, fio_rounds=f, sluice_rounds=s))
+print("ratio = sluice / fio (throughput, IOPS: higher is better; latency: lower is better)")
+print("p50/p99 us: fio's total latency (lat, submission syscall included: sluice measures from prepare()")
+print("to the reaped completion, which includes it); p50/p99 clat: fio's completion latency, for reference")
+if sys.argv[2]:
+    json.dump(out, open(sys.argv[2], "w"), indent=2)
+PY

@@ -1,0 +1,192 @@
+// The benchmark engine behind `sluice bench`: a workload (files, block size, pattern, threads,
+// queue depth, transfer type) runs on N threads, each keeping `iodepth` transfers in flight, and
+// comes back as one RunResult: bytes, time, IOPS, a latency histogram, CPU time and the path the
+// bytes took with the reason. A Plan adds what varies between runs (block-size sweep, transfer
+// types to compare, repeats), interleaved so that noise on a shared machine hits every variant
+// alike. docs/bench.md describes the method; the CLI only parses options and prints.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sluice/device.hpp"
+#include "sluice/histogram.hpp"
+#include "sluice/units.hpp"
+
+namespace sluice::bench {
+
+/// Transfer types, numbered as gdsio's -x (7, GPU_BATCH_STREAM, is not supported).
+enum class XferType : int {
+  gpu_direct = 0,        ///< storage -> GPU through cuFile (path direct; auto-fallback is flagged)
+  cpu_only = 1,          ///< storage -> host memory, the I/O engine driven directly (fio's peer)
+  cpu_gpu = 2,           ///< pread into host memory, then a synchronous copy (path posix)
+  cpu_async_gpu = 3,     ///< pipelined pinned staging with async copies (path bounce)
+  cpu_cached_gpu = 4,    ///< buffered (page cache) read into pinned memory, then a copy
+  gpu_direct_async = 5,  ///< stream-ordered transfers (read_on_stream), iodepth streams a thread
+  gpu_batch = 6,         ///< submit_batch of iodepth entries at a time
+  automatic = 100,       ///< whatever the library chooses for device memory (path auto)
+};
+
+[[nodiscard]] std::string_view to_string(XferType x) noexcept;
+/// gdsio's XferType spelling in its result line: GPUD, CPUONLY, CPU_GPU, ...
+[[nodiscard]] std::string_view gdsio_name(XferType x) noexcept;
+/// A name ("cpu-only", "cpu_only", "CPUONLY", "auto") or a gdsio number ("1"). Throws a usage
+/// Error that lists the valid types for anything else.
+[[nodiscard]] XferType parse_xfer(std::string_view text);
+/// "all" or a comma list of types.
+[[nodiscard]] std::vector<XferType> parse_xfer_list(std::string_view text);
+/// Every supported type, in the order `--compare all` runs them.
+[[nodiscard]] std::vector<XferType> all_xfers();
+[[nodiscard]] bool uses_gpu(XferType x) noexcept;
+
+enum class RwMode : std::uint8_t { read, write, randread, randwrite, rw, randrw };
+[[nodiscard]] std::string_view to_string(RwMode m) noexcept;
+/// "read" | "write" | "randread" | "randwrite" | "rw" | "randrw", or gdsio's -I number 0-3.
+[[nodiscard]] RwMode parse_rw(std::string_view text);
+[[nodiscard]] bool is_random(RwMode m) noexcept;
+[[nodiscard]] bool does_reads(RwMode m) noexcept;
+[[nodiscard]] bool does_writes(RwMode m) noexcept;
+
+struct Workload {
+  std::vector<std::string> files;   ///< thread t works on files[t % n]; threads on one file split it
+  std::string dir;                  ///< instead of files: one file per thread, DIR/sluice-bench.<t>
+  std::uint64_t size = 0;           ///< bytes of each file covered (0: the file from offset to end)
+  std::uint64_t offset = 0;         ///< first byte of each file
+  std::uint64_t block_size = MiB;
+  RwMode rw = RwMode::read;
+  unsigned mix_read = 50;           ///< rw/randrw: percent of I/Os that are reads
+  unsigned threads = 1;
+  unsigned iodepth = 1;             ///< transfers in flight per thread
+  double time_s = 0;                ///< > 0: run this long (wrapping around); 0: cover `size` once
+  double warmup_s = 0;              ///< run this long first and discard it
+  bool unaligned = false;           ///< random offsets at any byte, not block multiples
+  std::uint64_t seed = 1;           ///< random offsets and the verification pattern
+  bool verify = false;              ///< writes write a pattern; reads check it
+  bool direct = true;               ///< O_DIRECT where the filesystem has it
+  XferType xfer = XferType::cpu_only;
+  std::string device = "auto";      ///< auto | sim | cuda:N | cuda:0,1 (threads round-robin)
+  std::optional<MemoryKind> memory; ///< default: device memory for GPU types, host for cpu-only
+  bool strict = false;              ///< gpu-direct fails instead of falling back
+  int numa_node = -1;               ///< >= 0: run the threads on this node's CPUs
+  double sample_interval_s = 1.0;   ///< throughput-over-time samples of time-bound runs
+};
+
+/// Checks what can be checked without touching files; throws a usage Error with the reason.
+void validate(const Workload& w);
+
+/// "4K" -> {4096}; "4K:1M:x2" -> 4K, 8K, ... 1M; "4K:16K:4K" -> 4K, 8K, 12K, 16K (gdsio's
+/// min:max:step). Throws a usage Error on a malformed or empty range.
+[[nodiscard]] std::vector<std::uint64_t> parse_block_sizes(std::string_view spec);
+
+struct Sample {
+  double t = 0;          ///< seconds since the measured phase began (end of the interval)
+  double gib_per_s = 0;
+  double iops = 0;
+};
+
+struct PathShare {
+  std::string path;
+  std::string reason;
+  std::uint64_t ios = 0;
+};
+
+struct RunResult {
+  XferType xfer = XferType::cpu_only;
+  RwMode rw = RwMode::read;
+  std::string phase = "run";   ///< "run", or "verify" for the read-back after a --verify write
+  unsigned round = 1;
+  std::uint64_t block_size = 0;
+  unsigned threads = 0;
+  unsigned iodepth = 0;
+  std::uint64_t bytes = 0;
+  std::uint64_t bytes_read = 0;
+  std::uint64_t bytes_written = 0;
+  std::uint64_t ios = 0;
+  std::uint64_t dataset_bytes = 0;  ///< the configured data set (threads' regions together)
+  double seconds = 0;
+  double cpu_user_s = 0;
+  double cpu_sys_s = 0;
+  LatencyHistogram latency;    ///< nanoseconds per transfer, submission to completion
+  std::string path;            ///< the path most bytes took
+  std::string reason;          ///< why (for gpu-direct that did not run direct: "fell back ...")
+  bool fell_back = false;      ///< gpu-direct ran on another path
+  std::vector<PathShare> paths;  ///< every (path, reason) seen, most used first
+  std::string memory;          ///< device | pinned_host | pageable_host
+  std::string device;          ///< device names, "" for host-only runs
+  bool verified = false;       ///< data was checked against the pattern
+  std::vector<Sample> samples;
+  std::vector<std::uint64_t> covered;  ///< writes: bytes of each thread's region written
+  std::string error;           ///< non-empty: failed mid-run; the figures cover what ran
+
+  [[nodiscard]] double gib_per_s() const noexcept;
+  [[nodiscard]] double gb_per_s() const noexcept;
+  [[nodiscard]] double iops() const noexcept;
+  [[nodiscard]] double cpu_seconds_per_gib() const noexcept;
+};
+
+struct Progress {
+  double elapsed_s = 0;
+  double planned_s = 0;      ///< time-bound runs; 0 for size-bound
+  std::uint64_t bytes = 0;
+  std::uint64_t planned_bytes = 0;  ///< size-bound runs
+  double gib_per_s = 0;      ///< over the last interval
+};
+using ProgressFn = std::function<void(const Progress&)>;
+
+/// Runs one workload. Files to read that do not exist (or are short) are laid out first when
+/// `size` is given, with the verification pattern. Bad workloads and set-up failures throw
+/// (usage Errors for bad arguments); a failure during the run does not: it stops every thread
+/// and returns what was measured so far with `error` set. A --verify write returns its write
+/// result; run_plan adds the read-back.
+[[nodiscard]] RunResult run_workload(const Workload& w, const ProgressFn& progress = {});
+/// The read-back of a --verify write: reads the range the write covered and checks it.
+[[nodiscard]] RunResult verify_written(const Workload& w, const RunResult& write,
+                                       const ProgressFn& progress = {});
+
+struct Plan {
+  Workload workload;
+  std::vector<std::uint64_t> block_sizes;  ///< empty: workload.block_size
+  std::vector<XferType> xfers;             ///< empty: workload.xfer
+  unsigned repeat = 1;
+  bool drop_caches = false;                ///< before every run (root: drop_caches, else fadvise)
+};
+
+/// Runs every (block size, round, transfer type), rounds interleaved across types. Calls
+/// on_result after each run (and its read-back). Stops at the first run that failed mid-run.
+std::vector<RunResult> run_plan(const Plan& plan,
+                                const std::function<void(const RunResult&)>& on_result = {},
+                                const ProgressFn& progress = {});
+
+/// Medians over the rounds of each (block size, transfer type), with ratios to the first type.
+struct Summary {
+  XferType xfer = XferType::cpu_only;
+  std::uint64_t block_size = 0;
+  unsigned rounds = 0;
+  double gib_per_s = 0;
+  double iops = 0;
+  double p50_us = 0;
+  double p99_us = 0;
+  double cpu_seconds_per_gib = 0;
+  double ratio = 1;   ///< gib_per_s / the first type's at this block size
+  std::string path;
+};
+[[nodiscard]] std::vector<Summary> summarize(const std::vector<RunResult>& runs);
+
+/// Drops the page cache of `files` (all of it as root, else each file's with fadvise); returns
+/// how, for the record.
+std::string drop_caches(const std::vector<std::string>& files);
+
+/// The verification pattern: a function of (seed, file offset) only, so data written with any
+/// block size, thread count or order checks the same.
+void fill_pattern(std::byte* dst, std::uint64_t file_offset, std::size_t len, std::uint64_t seed);
+/// The file offset of the first byte that differs from the pattern, or nullopt.
+[[nodiscard]] std::optional<std::uint64_t> check_pattern(const std::byte* src,
+                                                         std::uint64_t file_offset,
+                                                         std::size_t len, std::uint64_t seed);
+
+}  // namespace sluice::bench

@@ -1,0 +1,42 @@
+// What `sluice bench` prints and saves: a human table, gdsio's one-line format, CSV, and one JSON
+// document carrying the version, command, configuration (enough to rerun it), the system and
+// every result. docs/bench.md lists the JSON schema.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sluice/bench.hpp"
+
+namespace sluice::bench {
+
+/// One row per run: GiB/s, GB/s, IOPS, latency mean/p50/p90/p99/p99.9/max (us), CPU s/GiB,
+/// path and reason. Failed and fallen-back runs are marked.
+[[nodiscard]] std::string result_table(const std::vector<RunResult>& runs, bool header = true);
+/// Medians and ratios of a comparison or of repeated runs.
+[[nodiscard]] std::string summary_table(const std::vector<Summary>& summaries);
+/// gdsio's result line: "IoType: READ XferType: GPUD Threads: 8 DataSetSize: .../...(KiB)
+/// IOSize: 1024(KiB) Throughput: 6.524658 GiB/sec, Avg_Latency: 1197.370995 usecs ops: 799606
+/// total_time 119.679102 secs".
+[[nodiscard]] std::string gdsio_line(const RunResult& r);
+
+[[nodiscard]] std::string csv_header();
+[[nodiscard]] std::string csv_row(const RunResult& r);
+
+/// The plan as JSON (the report's "config"), and back (for --replay).
+[[nodiscard]] std::string plan_to_json(const Plan& plan);
+[[nodiscard]] Plan plan_from_json(std::string_view json);
+/// The "config" of a saved report, as a plan. Throws a usage Error naming what is missing.
+[[nodiscard]] Plan plan_from_report(std::string_view report_json);
+
+/// One result as JSON (an object of the report's results[]).
+[[nodiscard]] std::string result_json(const RunResult& r);
+/// The system the run was made on: CPU, memory, kernel, GPUs, each file's filesystem, mount
+/// options and block device (model, PCIe link where sysfs shows them), sluice configuration.
+[[nodiscard]] std::string system_json(const Plan& plan);
+/// The whole report: {"version","command","started","config","system","results","summary"}.
+[[nodiscard]] std::string report_json(const Plan& plan, std::string_view command,
+                                      const std::vector<RunResult>& runs);
+
+}  // namespace sluice::bench

@@ -1,0 +1,125 @@
+// A plan: every (block size, round, transfer type) of one benchmark, interleaved as DESIGN.md's
+// performance method asks (A B C A B C ...), with medians and ratios over the rounds.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "sluice/bench.hpp"
+
+namespace sluice::bench {
+namespace {
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+std::vector<std::string> plan_files(const Workload& w) {
+  if (!w.dir.empty()) {
+    std::vector<std::string> out;
+    for (unsigned t = 0; t < w.threads; ++t) out.push_back(fmt::format("{}/sluice-bench.{}", w.dir, t));
+    return out;
+  }
+  return w.files;
+}
+
+}  // namespace
+
+std::string drop_caches(const std::vector<std::string>& files) {
+  ::sync();
+  if (::geteuid() == 0) {
+    std::ofstream f("/proc/sys/vm/drop_caches");
+    if (f << "3" << std::flush) return "drop_caches (echo 3 > /proc/sys/vm/drop_caches)";
+  }
+  for (const auto& path : files) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;
+    (void)::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    ::close(fd);
+  }
+  return "posix_fadvise(DONTNEED) on each file (not root)";
+}
+
+std::vector<RunResult> run_plan(const Plan& plan, const std::function<void(const RunResult&)>& on_result,
+                                const ProgressFn& progress) {
+  validate(plan.workload);
+  const std::vector<std::uint64_t> sizes =
+      plan.block_sizes.empty() ? std::vector<std::uint64_t>{plan.workload.block_size} : plan.block_sizes;
+  const std::vector<XferType> xfers =
+      plan.xfers.empty() ? std::vector<XferType>{plan.workload.xfer} : plan.xfers;
+  std::vector<RunResult> runs;
+  auto emit = [&](RunResult r) {
+    runs.push_back(std::move(r));
+    if (on_result) on_result(runs.back());
+    return runs.back().error.empty();
+  };
+  for (const std::uint64_t bs : sizes) {
+    for (unsigned round = 1; round <= std::max(1U, plan.repeat); ++round) {
+      for (const XferType x : xfers) {
+        Workload w = plan.workload;
+        w.block_size = bs;
+        w.xfer = x;
+        if (plan.drop_caches) (void)drop_caches(plan_files(w));
+        RunResult r = run_workload(w, progress);
+        r.round = round;
+        const bool ok = r.error.empty();
+        RunResult written = r;
+        if (!emit(std::move(r))) return runs;
+        if (ok && w.verify && (w.rw == RwMode::write || w.rw == RwMode::randwrite)) {
+          if (plan.drop_caches) (void)drop_caches(plan_files(w));
+          if (!emit(verify_written(w, written, progress))) return runs;
+        }
+      }
+    }
+  }
+  return runs;
+}
+
+std::vector<Summary> summarize(const std::vector<RunResult>& runs) {
+  struct Acc {
+    std::vector<double> gib, iops, p50, p99, cpu;
+    std::string path;
+  };
+  std::vector<std::pair<std::uint64_t, XferType>> order;
+  std::map<std::pair<std::uint64_t, int>, Acc> acc;
+  for (const RunResult& r : runs) {
+    if (r.phase != "run" || !r.error.empty()) continue;
+    const auto key = std::pair{r.block_size, static_cast<int>(r.xfer)};
+    if (!acc.contains(key)) order.emplace_back(r.block_size, r.xfer);
+    Acc& a = acc[key];
+    a.gib.push_back(r.gib_per_s());
+    a.iops.push_back(r.iops());
+    a.p50.push_back(static_cast<double>(r.latency.value_at_percentile(50)) / 1e3);
+    a.p99.push_back(static_cast<double>(r.latency.value_at_percentile(99)) / 1e3);
+    a.cpu.push_back(r.cpu_seconds_per_gib());
+    if (a.path.empty()) a.path = r.fell_back ? r.path + " (fell back)" : r.path;
+  }
+  std::vector<Summary> out;
+  std::map<std::uint64_t, double> first;
+  for (const auto& [bs, x] : order) {
+    const Acc& a = acc[{bs, static_cast<int>(x)}];
+    Summary s;
+    s.xfer = x;
+    s.block_size = bs;
+    s.rounds = static_cast<unsigned>(a.gib.size());
+    s.gib_per_s = median(a.gib);
+    s.iops = median(a.iops);
+    s.p50_us = median(a.p50);
+    s.p99_us = median(a.p99);
+    s.cpu_seconds_per_gib = median(a.cpu);
+    s.path = a.path;
+    if (!first.contains(bs)) first[bs] = s.gib_per_s;
+    s.ratio = first[bs] > 0 ? s.gib_per_s / first[bs] : 0;
+    out.push_back(s);
+  }
+  return out;
+}
+
+}  // namespace sluice::bench

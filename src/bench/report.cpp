@@ -1,0 +1,274 @@
+// Benchmark output: the human tables, gdsio's result line, CSV, and the JSON report (with the
+// plan it came from, so --replay can rerun it).
+#include <chrono>
+#include <ctime>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "sluice/bench_report.hpp"
+#include "sluice/error.hpp"
+#include "sluice/version.hpp"
+
+namespace sluice::bench {
+namespace {
+
+using nlohmann::json;
+
+double us(std::uint64_t ns) { return static_cast<double>(ns) / 1e3; }
+
+std::string size_label(std::uint64_t b) {
+  if (b % MiB == 0) return fmt::format("{}M", b / MiB);
+  if (b % KiB == 0) return fmt::format("{}K", b / KiB);
+  return std::to_string(b);
+}
+
+json latency_json(const LatencyHistogram& h) {
+  return {{"mean", h.mean() / 1e3},
+          {"p50", us(h.value_at_percentile(50))},
+          {"p90", us(h.value_at_percentile(90))},
+          {"p99", us(h.value_at_percentile(99))},
+          {"p999", us(h.value_at_percentile(99.9))},
+          {"min", us(h.min())},
+          {"max", us(h.max())}};
+}
+
+json workload_json(const Workload& w) {
+  return {{"files", w.files},       {"dir", w.dir},
+          {"size", w.size},         {"offset", w.offset},
+          {"block_size", w.block_size}, {"rw", to_string(w.rw)},
+          {"mix_read", w.mix_read}, {"threads", w.threads},
+          {"iodepth", w.iodepth},   {"time_s", w.time_s},
+          {"warmup_s", w.warmup_s}, {"unaligned", w.unaligned},
+          {"seed", w.seed},         {"verify", w.verify},
+          {"direct", w.direct},     {"xfer", to_string(w.xfer)},
+          {"device", w.device},
+          {"memory", w.memory ? json(to_string(*w.memory)) : json(nullptr)},
+          {"strict", w.strict},     {"numa_node", w.numa_node},
+          {"sample_interval_s", w.sample_interval_s}};
+}
+
+Workload workload_from(const json& j) {
+  Workload w;
+  w.files = j.value("files", std::vector<std::string>{});
+  w.dir = j.value("dir", "");
+  w.size = j.value("size", std::uint64_t{0});
+  w.offset = j.value("offset", std::uint64_t{0});
+  w.block_size = j.value("block_size", MiB);
+  w.rw = parse_rw(j.value("rw", "read"));
+  w.mix_read = j.value("mix_read", 50U);
+  w.threads = j.value("threads", 1U);
+  w.iodepth = j.value("iodepth", 1U);
+  w.time_s = j.value("time_s", 0.0);
+  w.warmup_s = j.value("warmup_s", 0.0);
+  w.unaligned = j.value("unaligned", false);
+  w.seed = j.value("seed", std::uint64_t{1});
+  w.verify = j.value("verify", false);
+  w.direct = j.value("direct", true);
+  w.xfer = parse_xfer(j.value("xfer", "cpu-only"));
+  w.device = j.value("device", "auto");
+  if (j.contains("memory") && j["memory"].is_string()) {
+    const std::string m = j["memory"];
+    for (auto k : {MemoryKind::device, MemoryKind::pinned_host, MemoryKind::pageable_host}) {
+      if (to_string(k) == m) w.memory = k;
+    }
+  }
+  w.strict = j.value("strict", false);
+  w.numa_node = j.value("numa_node", -1);
+  w.sample_interval_s = j.value("sample_interval_s", 1.0);
+  return w;
+}
+
+json plan_json(const Plan& p) {
+  json x = json::array();
+  for (auto t : p.xfers) x.push_back(to_string(t));
+  return {{"workload", workload_json(p.workload)},
+          {"block_sizes", p.block_sizes},
+          {"xfers", x},
+          {"repeat", p.repeat},
+          {"drop_caches", p.drop_caches}};
+}
+
+Plan plan_from(const json& j) {
+  Plan p;
+  p.workload = workload_from(j.at("workload"));
+  p.block_sizes = j.value("block_sizes", std::vector<std::uint64_t>{});
+  for (const auto& x : j.value("xfers", std::vector<std::string>{})) p.xfers.push_back(parse_xfer(x));
+  p.repeat = j.value("repeat", 1U);
+  p.drop_caches = j.value("drop_caches", false);
+  return p;
+}
+
+json result_obj(const RunResult& r) {
+  json paths = json::array();
+  for (const auto& p : r.paths) paths.push_back({{"path", p.path}, {"reason", p.reason}, {"ios", p.ios}});
+  json samples = json::array();
+  for (const auto& s : r.samples) samples.push_back({{"t", s.t}, {"gib_per_s", s.gib_per_s}, {"iops", s.iops}});
+  return {{"xfer", to_string(r.xfer)},
+          {"xfer_gdsio", static_cast<int>(r.xfer) == 100 ? -1 : static_cast<int>(r.xfer)},
+          {"phase", r.phase},
+          {"round", r.round},
+          {"path", r.path},
+          {"reason", r.reason},
+          {"fell_back", r.fell_back},
+          {"paths", paths},
+          {"rw", to_string(r.rw)},
+          {"block_size", r.block_size},
+          {"threads", r.threads},
+          {"iodepth", r.iodepth},
+          {"memory", r.memory},
+          {"device", r.device},
+          {"bytes", r.bytes},
+          {"bytes_read", r.bytes_read},
+          {"bytes_written", r.bytes_written},
+          {"dataset_bytes", r.dataset_bytes},
+          {"ios", r.ios},
+          {"seconds", r.seconds},
+          {"gib_per_s", r.gib_per_s()},
+          {"gb_per_s", r.gb_per_s()},
+          {"iops", r.iops()},
+          {"latency_us", latency_json(r.latency)},
+          {"latency_histogram_ns", json::parse(r.latency.to_json())},
+          {"cpu_user_s", r.cpu_user_s},
+          {"cpu_sys_s", r.cpu_sys_s},
+          {"cpu_seconds_per_gib", r.cpu_seconds_per_gib()},
+          {"verified", r.verified},
+          {"samples", samples},
+          {"error", r.error.empty() ? json(nullptr) : json(r.error)}};
+}
+
+std::string iso_now() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+}  // namespace
+
+std::string result_table(const std::vector<RunResult>& runs, bool header) {
+  std::string out;
+  if (header) out = fmt::format(
+      "{:<16} {:<9} {:>6} {:>3} {:>4} {:>8} {:>8} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8}  {}\n",
+      "xfer", "rw", "bs", "thr", "qd", "GiB/s", "GB/s", "IOPS", "mean us", "p50", "p90", "p99",
+      "p99.9", "max", "CPUs/GiB", "path (reason)");
+  for (const RunResult& r : runs) {
+    const auto& h = r.latency;
+    std::string name(to_string(r.xfer));
+    if (r.phase != "run") name += "/" + r.phase;
+    out += fmt::format(
+        "{:<16} {:<9} {:>6} {:>3} {:>4} {:>8.3f} {:>8.3f} {:>10.0f} {:>9.1f} {:>9.1f} {:>9.1f} {:>9.1f} "
+        "{:>9.1f} {:>9.1f} {:>8.3f}  {} ({})\n",
+        name, to_string(r.rw), size_label(r.block_size), r.threads, r.iodepth, r.gib_per_s(),
+        r.gb_per_s(), r.iops(), h.mean() / 1e3, us(h.value_at_percentile(50)),
+        us(h.value_at_percentile(90)), us(h.value_at_percentile(99)), us(h.value_at_percentile(99.9)),
+        us(h.max()), r.cpu_seconds_per_gib(), r.path.empty() ? "-" : r.path, r.reason);
+    if (r.fell_back) {
+      out += fmt::format("  !! {} did not run on the direct path: {}\n", to_string(r.xfer), r.reason);
+    }
+    if (!r.error.empty()) {
+      out += fmt::format("  !! FAILED after {} in {:.3f} s (figures above cover that part): {}\n",
+                         format_size(r.bytes), r.seconds, r.error);
+    }
+  }
+  return out;
+}
+
+std::string summary_table(const std::vector<Summary>& summaries) {
+  std::string out = fmt::format("{:<16} {:>6} {:>6} {:>9} {:>11} {:>9} {:>9} {:>9} {:>7}  {}\n", "xfer", "bs",
+                                "rounds", "GiB/s", "IOPS", "p50 us", "p99 us", "CPUs/GiB", "ratio", "path");
+  for (const Summary& s : summaries) {
+    out += fmt::format("{:<16} {:>6} {:>6} {:>9.3f} {:>11.0f} {:>9.1f} {:>9.1f} {:>9.3f} {:>6.2f}x  {}\n",
+                       to_string(s.xfer), size_label(s.block_size), s.rounds, s.gib_per_s, s.iops,
+                       s.p50_us, s.p99_us, s.cpu_seconds_per_gib, s.ratio, s.path);
+  }
+  return out;
+}
+
+std::string gdsio_line(const RunResult& r) {
+  static constexpr std::string_view io_types[] = {"READ", "WRITE", "RANDREAD", "RANDWRITE", "RW", "RANDRW"};
+  std::string depth;
+  if (r.xfer == XferType::gpu_batch || r.iodepth > 1) depth = fmt::format("IoDepth: {} ", r.iodepth);
+  return fmt::format(
+      "IoType: {} XferType: {} Threads: {} {}DataSetSize: {}/{}(KiB) IOSize: {}(KiB) Throughput: {:.6f} "
+      "GiB/sec, Avg_Latency: {:.6f} usecs ops: {} total_time {:.6f} secs",
+      io_types[static_cast<int>(r.rw)], gdsio_name(r.xfer), r.threads, depth, r.bytes / KiB,
+      r.dataset_bytes / KiB, r.block_size / KiB, r.gib_per_s(), r.latency.mean() / 1e3, r.ios, r.seconds);
+}
+
+std::string csv_header() {
+  return "xfer,phase,round,rw,block_size,threads,iodepth,memory,bytes,ios,seconds,gib_per_s,gb_per_s,iops,"
+         "lat_mean_us,lat_p50_us,lat_p90_us,lat_p99_us,lat_p999_us,lat_max_us,cpu_seconds_per_gib,path,"
+         "fell_back,reason,error\n";
+}
+
+std::string csv_row(const RunResult& r) {
+  auto quote = [](const std::string& s) {
+    std::string q = "\"";
+    for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+    return q + "\"";
+  };
+  const auto& h = r.latency;
+  return fmt::format("{},{},{},{},{},{},{},{},{},{},{:.6f},{:.6f},{:.6f},{:.1f},{:.3f},{:.3f},{:.3f},{:.3f},"
+                     "{:.3f},{:.3f},{:.6f},{},{},{},{}\n",
+                     to_string(r.xfer), r.phase, r.round, to_string(r.rw), r.block_size, r.threads, r.iodepth,
+                     r.memory, r.bytes, r.ios, r.seconds, r.gib_per_s(), r.gb_per_s(), r.iops(), h.mean() / 1e3,
+                     us(h.value_at_percentile(50)), us(h.value_at_percentile(90)),
+                     us(h.value_at_percentile(99)), us(h.value_at_percentile(99.9)), us(h.max()),
+                     r.cpu_seconds_per_gib(), r.path, r.fell_back ? "true" : "false", quote(r.reason),
+                     quote(r.error));
+}
+
+std::string plan_to_json(const Plan& plan) { return plan_json(plan).dump(); }
+
+Plan plan_from_json(std::string_view text) {
+  try {
+    return plan_from(json::parse(text));
+  } catch (const json::exception& e) {
+    throw_usage_error({.op = "bench"}, fmt::format("not a benchmark plan: {}", e.what()));
+  }
+}
+
+Plan plan_from_report(std::string_view text) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::exception& e) {
+    throw_usage_error({.op = "replay"}, fmt::format("not JSON: {}", e.what()));
+  }
+  if (!j.is_object() || !j.contains("config")) {
+    throw_usage_error({.op = "replay"}, "not a sluice bench report (no \"config\")");
+  }
+  try {
+    return plan_from(j["config"]);
+  } catch (const json::exception& e) {
+    throw_usage_error({.op = "replay"}, fmt::format("malformed \"config\": {}", e.what()));
+  }
+}
+
+std::string result_json(const RunResult& r) { return result_obj(r).dump(); }
+
+std::string report_json(const Plan& plan, std::string_view command, const std::vector<RunResult>& runs) {
+  json results = json::array();
+  for (const auto& r : runs) results.push_back(result_obj(r));
+  json summary = json::array();
+  for (const auto& s : summarize(runs)) {
+    summary.push_back({{"xfer", to_string(s.xfer)}, {"block_size", s.block_size}, {"rounds", s.rounds},
+                       {"gib_per_s", s.gib_per_s}, {"iops", s.iops}, {"p50_us", s.p50_us},
+                       {"p99_us", s.p99_us}, {"cpu_seconds_per_gib", s.cpu_seconds_per_gib},
+                       {"ratio", s.ratio}, {"path", s.path}});
+  }
+  json doc = {{"tool", "sluice bench"},
+              {"version", version_string},
+              {"command", command},
+              {"finished", iso_now()},
+              {"config", plan_json(plan)},
+              {"system", json::parse(system_json(plan))},
+              {"results", results},
+              {"summary", summary}};
+  return doc.dump(2);
+}
+
+}  // namespace sluice::bench

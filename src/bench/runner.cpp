@@ -1,0 +1,437 @@
+// One benchmark run: resolve and lay out the files, cut each file's range among its threads,
+// open the devices, start the threads, sample progress and throughput on the calling thread,
+// then merge what the threads measured. A failure inside a thread stops all of them and the
+// result keeps what was measured until then.
+#include <pthread.h>
+#include <sched.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "sluice/error.hpp"
+#include "sluice/transfer.hpp"
+#include "worker.hpp"
+
+namespace sluice::bench {
+namespace detail {
+
+OffsetGen::OffsetGen(Region region, std::uint64_t block_size, const Workload& w, std::uint64_t seed)
+    : region_(region), bs_(block_size), blocks_((region.hi - region.lo) / block_size), rw_(w.rw),
+      mix_read_(w.mix_read), unaligned_(w.unaligned && is_random(w.rw)), wrap_(w.time_s > 0),
+      rng_(seed * 0x9E3779B97F4A7C15ULL + 1) {
+  std::uint64_t m = 1;
+  while (m < blocks_) m <<= 1;
+  lcg_mask_ = m - 1;
+  lcg_state_ = rand() & lcg_mask_;
+  lcg_inc_ = (rand() | 1);
+}
+
+std::uint64_t OffsetGen::rand() noexcept {  // xorshift64*
+  rng_ ^= rng_ >> 12;
+  rng_ ^= rng_ << 25;
+  rng_ ^= rng_ >> 27;
+  return rng_ * 0x2545F4914F6CDD1DULL;
+}
+
+bool OffsetGen::next(Op& op) {
+  if (blocks_ == 0 || (!wrap_ && issued_ >= blocks_)) return false;
+  std::uint64_t index = 0;
+  if (!is_random(rw_)) {
+    index = issued_ % blocks_;
+  } else if (!unaligned_) {
+    // Full-period LCG modulo a power of two, skipping values past the last block: every block
+    // exactly once per cycle.
+    do {
+      lcg_state_ = (lcg_state_ * 6364136223846793005ULL + lcg_inc_) & lcg_mask_;
+    } while (lcg_state_ >= blocks_);
+    index = lcg_state_;
+  }
+  if (unaligned_) {
+    op.offset = region_.lo + rand() % (region_.hi - region_.lo - bs_ + 1);
+  } else {
+    op.offset = region_.lo + index * bs_;
+  }
+  op.len = static_cast<std::uint32_t>(bs_);
+  switch (rw_) {
+    case RwMode::read:
+    case RwMode::randread: op.op = IoOp::read; break;
+    case RwMode::write:
+    case RwMode::randwrite: op.op = IoOp::write; break;
+    default: op.op = rand() % 100 < mix_read_ ? IoOp::read : IoOp::write; break;
+  }
+  ++issued_;
+  return true;
+}
+
+void Shared::fail(std::string message) {
+  {
+    std::lock_guard lock(mutex);
+    if (error.empty()) error = std::move(message);
+  }
+  stop.store(true);
+}
+
+void ThreadOutcome::merge(const ThreadOutcome& o) {
+  latency.merge(o.latency);
+  bytes_read += o.bytes_read;
+  bytes_written += o.bytes_written;
+  ios += o.ios;
+  for (const auto& [k, n] : o.paths) paths[k] += n;
+}
+
+void ThreadOutcome::count(const ThreadJob& job, IoOp op, std::uint64_t n, std::uint64_t ns) {
+  latency.record(ns);
+  (op == IoOp::read ? bytes_read : bytes_written) += n;
+  ++ios;
+  job.shared->bytes.fetch_add(n, std::memory_order_relaxed);
+  job.shared->ios.fetch_add(1, std::memory_order_relaxed);
+}
+
+bool engine_mode(const Workload& w) noexcept {
+  return w.xfer == XferType::cpu_only && !(w.unaligned && is_random(w.rw)) && w.offset % 4096 == 0 &&
+         w.block_size % 4096 == 0;
+}
+
+void pin_thread(const std::vector<int>& cpus) {
+  if (cpus.empty()) return;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (int c : cpus) CPU_SET(c, &set);
+  pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+}
+
+std::string mismatch_message(const File& file, std::uint64_t bad, std::uint64_t block, std::uint64_t seed) {
+  return fmt::format("verify failed: byte at offset {} (in the block at {}) of '{}' differs from "
+                     "the pattern of seed {} (corrupted, or not written by sluice bench with this seed)",
+                     bad, block, file.path(), seed);
+}
+
+}  // namespace detail
+
+namespace {
+
+using detail::Region;
+
+std::vector<int> numa_cpus(int node) {
+  std::vector<int> cpus;
+  if (node < 0) return cpus;
+  std::ifstream in(fmt::format("/sys/devices/system/node/node{}/cpulist", node));
+  std::string list;
+  if (!(in >> list)) {
+    throw_usage_error({.op = "bench"}, fmt::format("NUMA node {} does not exist here", node));
+  }
+  std::size_t pos = 0;
+  while (pos < list.size()) {
+    const std::size_t comma = std::min(list.find(',', pos), list.size());
+    const std::string item = list.substr(pos, comma - pos);
+    const std::size_t dash = item.find('-');
+    const int a = std::stoi(item.substr(0, dash));
+    const int b = dash == std::string::npos ? a : std::stoi(item.substr(dash + 1));
+    for (int c = a; c <= b; ++c) cpus.push_back(c);
+    pos = comma + 1;
+  }
+  return cpus;
+}
+
+std::vector<std::string> device_specs(const std::string& spec) {
+  std::vector<std::string> out;
+  std::size_t pos = 0;
+  while (pos <= spec.size()) {
+    const std::size_t comma = std::min(spec.find(',', pos), spec.size());
+    std::string item = spec.substr(pos, comma - pos);
+    if (!item.empty() && std::all_of(item.begin(), item.end(), ::isdigit)) item = "cuda:" + item;
+    if (!item.empty()) out.push_back(item);
+    pos = comma + 1;
+  }
+  if (out.empty()) out.emplace_back("auto");
+  return out;
+}
+
+// The file each thread works on.
+std::vector<std::string> thread_files(const Workload& w) {
+  std::vector<std::string> out;
+  if (!w.dir.empty()) {
+    struct stat st{};
+    if (::stat(w.dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+      throw_usage_error({.op = "bench", .path = w.dir}, "--dir: no such directory");
+    }
+    for (unsigned t = 0; t < w.threads; ++t) out.push_back(fmt::format("{}/sluice-bench.{}", w.dir, t));
+  } else {
+    for (unsigned t = 0; t < w.threads; ++t) out.push_back(w.files[t % w.files.size()]);
+  }
+  return out;
+}
+
+// Writes the pattern over [0, end) of a file that a read run needs, like fio's layout step.
+void lay_out(const std::string& path, std::uint64_t end, std::uint64_t seed) {
+  File f = File::open(path, OpenMode::write, {.create = true});
+  const std::uint64_t have = f.size();
+  constexpr std::uint64_t piece = 8 * MiB;
+  std::vector<std::byte> buf(piece);
+  for (std::uint64_t pos = round_down(have, 8); pos < end; pos += piece) {
+    const std::uint64_t n = std::min(piece, end - pos);
+    fill_pattern(buf.data(), pos, static_cast<std::size_t>(n), seed);
+    (void)sluice::write(f, buf.data(), n, pos, {.sync = pos + n >= end ? SyncMode::data : SyncMode::none});
+  }
+}
+
+struct Layout {
+  std::vector<std::string> paths;                 // per thread
+  std::map<std::string, std::unique_ptr<File>> files;
+  std::vector<Region> regions;                    // per thread
+};
+
+Layout plan_layout(const Workload& w) {
+  Layout l;
+  l.paths = thread_files(w);
+  std::map<std::string, unsigned> sharers;
+  for (const auto& p : l.paths) ++sharers[p];
+  const bool reads = does_reads(w.rw) || w.verify;
+  for (const auto& [path, n] : sharers) {
+    std::error_code ec;
+    const bool exists = std::filesystem::exists(path, ec);
+    const std::uint64_t have = exists ? std::filesystem::file_size(path, ec) : 0;
+    if (!exists && !does_writes(w.rw) && w.size == 0) {
+      throw_usage_error({.op = "bench", .path = path}, "no such file; give --size to create it");
+    }
+    if (does_reads(w.rw) && w.size > 0 && !ec && have < w.offset + w.size) {
+      lay_out(path, w.offset + w.size, w.seed);
+    }
+    const OpenMode mode = does_writes(w.rw) ? (reads ? OpenMode::read_write : OpenMode::write) : OpenMode::read;
+    const bool direct = w.direct && w.xfer != XferType::cpu_cached_gpu;
+    l.files[path] = std::make_unique<File>(File::open(path, mode, {.create = true, .direct = direct}));
+    const std::uint64_t fsize = l.files[path]->size();
+    std::uint64_t span = w.size;
+    if (span == 0) {
+      if (does_writes(w.rw) && fsize <= w.offset) {
+        throw_usage_error({.op = "bench", .path = path}, "--size is needed to write a new file");
+      }
+      span = fsize > w.offset ? fsize - w.offset : 0;
+    }
+    const std::uint64_t share = round_down(span / n, w.block_size);
+    if (w.block_size > span) {
+      throw_usage_error({.op = "bench", .path = path},
+                        fmt::format("block size {} is larger than the file's range ({} from offset {})",
+                                    format_size(w.block_size), format_size(span), w.offset));
+    }
+    if (share == 0) {
+      throw_usage_error({.op = "bench", .path = path},
+                        fmt::format("{} threads share {}: each thread's part is smaller than the block "
+                                    "size {}", n, format_size(span), format_size(w.block_size)));
+    }
+  }
+  std::map<std::string, unsigned> next;
+  for (const auto& p : l.paths) {
+    const unsigned j = next[p]++;
+    const std::uint64_t span = w.size > 0 ? w.size : l.files[p]->size() - w.offset;
+    const std::uint64_t share = round_down(span / sharers[p], w.block_size);
+    l.regions.push_back({w.offset + j * share, w.offset + (j + 1) * share});
+  }
+  return l;
+}
+
+double seconds_of(const timeval& tv) {
+  return static_cast<double>(tv.tv_sec) + static_cast<double>(tv.tv_usec) / 1e6;
+}
+
+RunResult run_once(const Workload& w, const ProgressFn& progress, const std::vector<Region>* regions_override) {
+  validate(w);
+  Layout layout = plan_layout(w);
+  if (regions_override != nullptr) layout.regions = *regions_override;
+
+  auto cfg = std::make_shared<Config>(*config());
+  cfg->direct_io = w.direct;
+  cfg->path = "auto";
+
+  RunResult res;
+  res.xfer = w.xfer;
+  res.rw = w.rw;
+  res.block_size = w.block_size;
+  res.threads = w.threads;
+  res.iodepth = w.iodepth;
+  res.verified = w.verify && does_reads(w.rw);
+  for (const Region& r : layout.regions) res.dataset_bytes += r.hi - r.lo;
+
+  std::vector<std::shared_ptr<Device>> devices;
+  MemoryKind memory = MemoryKind::pageable_host;
+  if (uses_gpu(w.xfer)) {
+    for (const auto& spec : device_specs(w.device)) devices.push_back(open_device(spec));
+    memory = w.memory.value_or(MemoryKind::device);
+  }
+  res.memory = std::string(to_string(memory));
+  for (const auto& d : devices) {
+    if (!res.device.empty()) res.device += ", ";
+    res.device += d->info().name;
+  }
+  // A strict gpu-direct run fails here, with the reason, before any thread starts.
+  if (w.strict && memory == MemoryKind::device &&
+      (w.xfer == XferType::gpu_direct || w.xfer == XferType::gpu_direct_async || w.xfer == XferType::gpu_batch)) {
+    DeviceBuffer probe(devices[0], static_cast<std::size_t>(w.block_size));
+    (void)choose_path(*layout.files.begin()->second, probe.data(), w.block_size, layout.regions[0].lo,
+                      {.config = cfg, .device = devices[0], .path = Path::direct});
+  }
+
+  const std::vector<int> cpus = numa_cpus(w.numa_node);
+  detail::Shared shared;
+  std::vector<detail::ThreadJob> jobs(w.threads);
+  for (unsigned t = 0; t < w.threads; ++t) {
+    auto& j = jobs[t];
+    j.w = &w;
+    j.index = t;
+    j.file = layout.files[layout.paths[t]].get();
+    j.region = layout.regions[t];
+    j.device = devices.empty() ? nullptr : devices[t % devices.size()];
+    j.memory = memory;
+    j.cfg = cfg;
+    j.shared = &shared;
+    j.cpus = cpus;
+  }
+  std::vector<detail::ThreadOutcome> outs(w.threads);
+  std::vector<std::uint64_t> ended(w.threads, 0);  // each thread's last completion
+  std::atomic<unsigned> finished{0};
+
+  rusage ru0{};
+  getrusage(RUSAGE_SELF, &ru0);
+  const std::uint64_t t0 = detail::now_ns();
+  if (w.time_s > 0) shared.deadline_ns = t0 + static_cast<std::uint64_t>(w.time_s * 1e9);
+  std::vector<std::thread> threads;
+  const bool engine = detail::engine_mode(w);
+  for (unsigned t = 0; t < w.threads; ++t) {
+    threads.emplace_back([&, t] {
+      try {
+        if (engine) {
+          detail::run_engine_thread(jobs[t], outs[t]);
+        } else {
+          detail::run_library_thread(jobs[t], outs[t]);
+        }
+      } catch (const std::exception& e) {
+        shared.fail(e.what());
+      }
+      ended[t] = detail::now_ns();
+      finished.fetch_add(1);
+    });
+  }
+
+  // Sampling and progress on this thread while the workers run.
+  const auto interval = static_cast<std::uint64_t>(std::max(0.05, w.sample_interval_s) * 1e9);
+  constexpr std::uint64_t progress_every = 500'000'000;
+  std::uint64_t next_sample = t0 + interval;
+  std::uint64_t next_progress = t0 + progress_every;
+  std::uint64_t last_bytes = 0, last_ios = 0, last_t = t0;
+  std::uint64_t prog_bytes = 0, prog_t = t0;
+  while (finished.load() < w.threads) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    const std::uint64_t now = detail::now_ns();
+    if (shared.past_deadline(now)) shared.stop.store(true);
+    if (w.time_s > 0 && now >= next_sample) {
+      const std::uint64_t b = shared.bytes.load(), n = shared.ios.load();
+      const double dt = static_cast<double>(now - last_t) / 1e9;
+      res.samples.push_back({static_cast<double>(now - t0) / 1e9,
+                             static_cast<double>(b - last_bytes) / static_cast<double>(GiB) / dt,
+                             static_cast<double>(n - last_ios) / dt});
+      last_bytes = b;
+      last_ios = n;
+      last_t = now;
+      next_sample += interval;
+    }
+    if (progress && now >= next_progress) {
+      const std::uint64_t b = shared.bytes.load();
+      Progress p;
+      p.elapsed_s = static_cast<double>(now - t0) / 1e9;
+      p.planned_s = w.time_s;
+      p.bytes = b;
+      p.planned_bytes = w.time_s > 0 ? 0 : res.dataset_bytes;
+      p.gib_per_s = static_cast<double>(b - prog_bytes) / static_cast<double>(GiB) /
+                    (static_cast<double>(now - prog_t) / 1e9);
+      prog_bytes = b;
+      prog_t = now;
+      progress(p);
+      next_progress += progress_every;
+    }
+  }
+  for (auto& t : threads) t.join();
+  // The end is the last thread's end, not when this (polling) thread noticed it.
+  const std::uint64_t t1 = *std::max_element(ended.begin(), ended.end());
+  rusage ru1{};
+  getrusage(RUSAGE_SELF, &ru1);
+
+  detail::ThreadOutcome all;
+  for (const auto& o : outs) all.merge(o);
+  res.seconds = static_cast<double>(t1 - t0) / 1e9;
+  res.cpu_user_s = seconds_of(ru1.ru_utime) - seconds_of(ru0.ru_utime);
+  res.cpu_sys_s = seconds_of(ru1.ru_stime) - seconds_of(ru0.ru_stime);
+  res.bytes_read = all.bytes_read;
+  res.bytes_written = all.bytes_written;
+  res.bytes = all.bytes_read + all.bytes_written;
+  res.ios = all.ios;
+  res.latency = std::move(all.latency);
+  res.error = shared.error;
+  for (const auto& [k, n] : all.paths) res.paths.push_back({k.first, k.second, n});
+  std::stable_sort(res.paths.begin(), res.paths.end(), [](const PathShare& a, const PathShare& b) { return a.ios > b.ios; });
+  if (!res.paths.empty()) {
+    res.path = res.paths[0].path;
+    res.reason = res.paths[0].reason;
+    if (res.paths.size() > 1) {
+      res.reason += fmt::format(" (+{} other path/reason combinations, see paths)", res.paths.size() - 1);
+    }
+  }
+  const bool direct_family = w.xfer == XferType::gpu_direct || w.xfer == XferType::gpu_direct_async ||
+                             w.xfer == XferType::gpu_batch;
+  if (direct_family && memory == MemoryKind::device && !res.path.empty() && res.path != "direct") {
+    res.fell_back = true;
+    res.reason = fmt::format("FELL BACK from direct to {}: {}", res.path, res.reason);
+  }
+  // Where each thread's write got to, for the read-back of a --verify write.
+  if (does_writes(w.rw)) {
+    for (unsigned t = 0; t < w.threads; ++t) {
+      const Region r = layout.regions[t];
+      res.covered.push_back(std::min(r.hi - r.lo, outs[t].issued * w.block_size));
+    }
+  }
+  return res;
+}
+
+}  // namespace
+
+RunResult run_workload(const Workload& w, const ProgressFn& progress) {
+  validate(w);
+  if (w.warmup_s > 0) {
+    Workload warm = w;
+    warm.time_s = w.warmup_s;
+    warm.warmup_s = 0;
+    warm.verify = false;
+    RunResult r = run_once(warm, {}, nullptr);
+    if (!r.error.empty()) {
+      r.phase = "warmup";
+      return r;
+    }
+  }
+  return run_once(w, progress, nullptr);
+}
+
+RunResult verify_written(const Workload& w, const RunResult& write, const ProgressFn& progress) {
+  Workload v = w;
+  v.rw = RwMode::read;
+  v.time_s = 0;
+  v.warmup_s = 0;
+  v.verify = true;
+  v.unaligned = false;
+  const Layout layout = plan_layout(v);
+  std::vector<Region> regions = layout.regions;
+  for (std::size_t t = 0; t < regions.size() && t < write.covered.size(); ++t) {
+    regions[t].hi = regions[t].lo + round_down(write.covered[t], w.block_size);
+  }
+  RunResult r = run_once(v, progress, &regions);
+  r.phase = "verify";
+  r.round = write.round;
+  return r;
+}
+
+}  // namespace sluice::bench
