@@ -17,10 +17,12 @@ TransferResult posix_transfer(IoOp op, const File& file, std::byte* dev, std::ui
                               std::uint64_t offset, Device& device, const Config& cfg);
 
 /// The direct path: cuFileRead/cuFileWrite. When cuFile refuses at run time with a capability
-/// error (not an I/O error), returns nullopt and sets `refusal`, so auto can fall back.
+/// error (not an I/O error), returns nullopt and sets `refusal` and `refusal_code` (the
+/// CUfileOpError), so auto can fall back and strict direct can fail with cuFile's own code.
 std::optional<TransferResult> direct_transfer(IoOp op, const File& file, std::byte* dev,
                                               std::uint64_t size, std::uint64_t offset,
-                                              const Config& cfg, std::string* refusal);
+                                              const Config& cfg, std::string* refusal,
+                                              int* refusal_code);
 
 /// The pinned staging pool of `device` (bounce_buffers x bounce_buffer_size from the
 /// configuration at first use), allocated once and kept for the life of the process.

@@ -105,9 +105,12 @@ TransferResult run(IoOp op, const File& file, std::byte* buf, std::uint64_t size
     case Path::bounce: return tag(detail::bounce_transfer(op, file, buf, n, offset, dev, *cfg));
     case Path::direct: {
       std::string refusal;
-      if (auto r = detail::direct_transfer(op, file, buf, n, offset, *cfg, &refusal)) return tag(std::move(*r));
+      int refusal_code = 0;
+      if (auto r = detail::direct_transfer(op, file, buf, n, offset, *cfg, &refusal, &refusal_code)) {
+        return tag(std::move(*r));
+      }
       if (c.strict) {
-        throw Error(ErrorDomain::cufile, 5008,
+        throw Error(ErrorDomain::cufile, refusal_code != 0 ? refusal_code : 5008,
                     {.op = op == IoOp::read ? "read" : "write", .path = file.path(), .offset = offset,
                      .size = n, .has_range = true},
                     "path direct unavailable: " + refusal);
