@@ -16,7 +16,7 @@ namespace sluice {
 struct FaultPlan {
   unsigned every = 0;              ///< inject on every Nth request (0 = never)
   int error = 0;                   ///< errno to report (EIO, EINTR, EAGAIN, ENOSPC), or 0
-  bool short_transfer = false;     ///< transfer only half the bytes (rounded down to 512) instead
+  bool short_transfer = false;     ///< transfer half the bytes (down to a multiple of 512, >= 512)
   std::chrono::microseconds delay{0};  ///< added latency per request
   std::optional<IoOp> only{};      ///< restrict faults to reads or writes
 };

@@ -1,6 +1,7 @@
 #include "sluice/units.hpp"
 
 #include <cctype>
+#include <cmath>
 #include <limits>
 
 #include <fmt/format.h>
@@ -45,7 +46,21 @@ std::string format_size(std::uint64_t bytes) {
     v /= 1024.0;
     ++u;
   }
-  return fmt::format("{:.{}f} {}", v, v < 10 ? 2 : (v < 100 ? 1 : 0), units[u]);
+  // Three significant digits, decided after rounding: 1048575 bytes is "1.00 MiB", not
+  // "1024 KiB", and 10239 bytes is "10.0 KiB", not "10.00 KiB".
+  auto decimals = [](double x) { return x < 10 ? 2 : (x < 100 ? 1 : 0); };
+  auto rounded = [](double x, int d) {
+    const double scale = d == 2 ? 100.0 : (d == 1 ? 10.0 : 1.0);
+    return std::round(x * scale) / scale;
+  };
+  int d = decimals(v);
+  if (rounded(v, d) >= 1024.0 && u < 5) {
+    v /= 1024.0;
+    ++u;
+    d = decimals(v);
+  }
+  d = decimals(rounded(v, d));
+  return fmt::format("{:.{}f} {}", v, d, units[u]);
 }
 
 }  // namespace sluice

@@ -1,5 +1,6 @@
 #include "sluice/faulty_engine.hpp"
 
+#include <algorithm>
 #include <thread>
 
 namespace sluice {
@@ -22,8 +23,10 @@ void FaultyEngine::prepare(const IoRequest& req) {
       return;
     }
     if (plan_.short_transfer && req.len > 512) {
+      // Half, rounded down to 512, but never 0: a zero-byte result is not a short transfer but
+      // end of file (reads) or no space (writes), which the caller rightly treats as errors.
       IoRequest shorter = req;
-      shorter.len = (req.len / 2) / 512 * 512;
+      shorter.len = std::max<std::uint32_t>(512, (req.len / 2) / 512 * 512);
       inner_->prepare(shorter);
       return;
     }

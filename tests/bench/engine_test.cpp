@@ -1,0 +1,227 @@
+// The benchmark engine as a library: names and ranges parse as documented, the verification
+// pattern, size-bound runs covering every block exactly once, verify catching a corrupted block,
+// GPU types on the simulated device naming their path (and flagging a gpu-direct fallback),
+// interleaved compare plans with medians, time-bound samples, and a failure mid-run returning
+// what was measured.
+#include <gtest/gtest.h>
+
+#include <cerrno>
+
+#include "sluice/bench.hpp"
+#include "sluice/bench_report.hpp"
+#include "sluice/error.hpp"
+#include "sluice/faulty_engine.hpp"
+#include "support/test_util.hpp"
+
+namespace sluice::bench {
+namespace {
+
+class BenchEngine : public ::testing::Test {
+ protected:
+  void SetUp() override { dir_ = std::make_unique<test::TempDir>("/var/tmp", "sluice-bench-test-"); }
+
+  Workload small(const std::string& name, std::uint64_t size = 2 * MiB) {
+    Workload w;
+    w.files = {dir_->file(name)};
+    w.size = size;
+    w.block_size = 64 * KiB;
+    w.iodepth = 4;
+    w.device = "sim";
+    return w;
+  }
+
+  std::unique_ptr<test::TempDir> dir_;
+};
+
+TEST(BenchNames, TransferTypesByNameAndGdsioNumber) {
+  EXPECT_EQ(parse_xfer("gpu-direct"), XferType::gpu_direct);
+  EXPECT_EQ(parse_xfer("0"), XferType::gpu_direct);
+  EXPECT_EQ(parse_xfer("1"), XferType::cpu_only);
+  EXPECT_EQ(parse_xfer("CPUONLY"), XferType::cpu_only);
+  EXPECT_EQ(parse_xfer("cpu_async_gpu"), XferType::cpu_async_gpu);
+  EXPECT_EQ(parse_xfer("6"), XferType::gpu_batch);
+  EXPECT_EQ(parse_xfer("auto"), XferType::automatic);
+  EXPECT_THROW((void)parse_xfer("7"), Error);
+  EXPECT_THROW((void)parse_xfer("warp-drive"), Error);
+  for (XferType x : all_xfers()) EXPECT_EQ(parse_xfer(to_string(x)), x);
+  EXPECT_EQ(parse_xfer_list("all").size(), all_xfers().size());
+  EXPECT_EQ(parse_xfer_list("cpu-only,3").size(), 2U);
+  EXPECT_EQ(parse_rw("2"), RwMode::randread);
+  EXPECT_EQ(parse_rw("randwrite"), RwMode::randwrite);
+  EXPECT_THROW((void)parse_rw("4"), Error);
+}
+
+TEST(BenchNames, BlockSizeSweeps) {
+  EXPECT_EQ(parse_block_sizes("4K"), (std::vector<std::uint64_t>{4096}));
+  EXPECT_EQ(parse_block_sizes("4K:32K:x2"), (std::vector<std::uint64_t>{4096, 8192, 16384, 32768}));
+  EXPECT_EQ(parse_block_sizes("4K:16K:4K"), (std::vector<std::uint64_t>{4096, 8192, 12288, 16384}));
+  EXPECT_EQ(parse_block_sizes("4K:16K").size(), 3U);  // default step x2
+  EXPECT_THROW((void)parse_block_sizes("1M:4K"), Error);
+  EXPECT_THROW((void)parse_block_sizes("4K:1M:x1"), Error);
+  EXPECT_THROW((void)parse_block_sizes("lots"), Error);
+}
+
+TEST(BenchNames, PatternDependsOnOffsetAndSeedOnly) {
+  std::vector<std::byte> a(1000), b(1000);
+  fill_pattern(a.data(), 12345, a.size(), 9);
+  fill_pattern(b.data(), 12345 + 3, b.size() - 3, 9);  // another alignment, same bytes
+  EXPECT_TRUE(std::equal(a.begin() + 3, a.end(), b.begin()));
+  EXPECT_FALSE(check_pattern(a.data(), 12345, a.size(), 9).has_value());
+  EXPECT_TRUE(check_pattern(a.data(), 12345, a.size(), 10).has_value());
+  a[500] ^= std::byte{1};
+  EXPECT_EQ(check_pattern(a.data(), 12345, a.size(), 9), std::optional<std::uint64_t>(12345 + 500));
+}
+
+TEST(BenchNames, BadWorkloadsAreUsageErrors) {
+  Workload w;
+  EXPECT_THROW(validate(w), Error);  // no file
+  w.files = {"/var/tmp/x"};
+  w.rw = RwMode::randwrite;
+  w.verify = true;
+  w.time_s = 1;
+  try {
+    validate(w);
+    FAIL() << "--verify --time randwrite accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.domain(), ErrorDomain::usage);
+    EXPECT_NE(std::string(e.what()).find("--verify"), std::string::npos);
+  }
+}
+
+TEST_F(BenchEngine, SizeBoundRunsCoverEveryBlockOnce) {
+  for (RwMode rw : {RwMode::read, RwMode::randread}) {
+    Workload w = small("data.bin");
+    w.rw = rw;
+    w.verify = true;  // the file is laid out with the pattern; every read is checked
+    w.threads = 2;
+    const RunResult r = run_workload(w);
+    EXPECT_TRUE(r.error.empty()) << r.error;
+    EXPECT_EQ(r.bytes, 2 * MiB);
+    EXPECT_EQ(r.ios, 32U);
+    EXPECT_EQ(r.latency.count(), 32U);
+    EXPECT_EQ(r.path, "host");
+    EXPECT_TRUE(r.verified);
+    EXPECT_GT(r.seconds, 0);
+  }
+}
+
+TEST_F(BenchEngine, VerifyCatchesACorruptedBlock) {
+  Plan plan;
+  plan.workload = small("written.bin");
+  plan.workload.rw = RwMode::randwrite;
+  plan.workload.verify = true;
+  const auto runs = run_plan(plan);
+  ASSERT_EQ(runs.size(), 2U);  // the write and its read-back
+  EXPECT_TRUE(runs[0].error.empty()) << runs[0].error;
+  EXPECT_EQ(runs[1].phase, "verify");
+  EXPECT_TRUE(runs[1].error.empty()) << runs[1].error;
+  EXPECT_EQ(runs[1].bytes, 2 * MiB);
+
+  const std::uint64_t bad = 5 * 64 * KiB + 17;
+  auto byte = test::pread_file(plan.workload.files[0], bad, 1);
+  byte[0] ^= std::byte{0x40};
+  test::pwrite_file(plan.workload.files[0], byte, bad);
+  for (XferType x : {XferType::cpu_only, XferType::cpu_async_gpu}) {
+    Workload w = plan.workload;
+    w.rw = RwMode::read;
+    w.xfer = x;
+    const RunResult r = run_workload(w);
+    EXPECT_NE(r.error.find("verify failed"), std::string::npos) << to_string(x) << ": " << r.error;
+    EXPECT_NE(r.error.find(std::to_string(bad)), std::string::npos) << r.error;
+  }
+}
+
+TEST_F(BenchEngine, GpuTypesOnTheSimDeviceNameTheirPath) {
+  Workload w = small("gpu.bin");
+  w.verify = true;
+  for (XferType x : {XferType::cpu_gpu, XferType::cpu_async_gpu, XferType::cpu_cached_gpu,
+                     XferType::gpu_direct, XferType::gpu_direct_async, XferType::gpu_batch,
+                     XferType::automatic}) {
+    w.xfer = x;
+    const RunResult r = run_workload(w);
+    EXPECT_TRUE(r.error.empty()) << to_string(x) << ": " << r.error;
+    EXPECT_EQ(r.bytes, 2 * MiB) << to_string(x);
+    EXPECT_FALSE(r.path.empty());
+    EXPECT_FALSE(r.reason.empty());
+    EXPECT_EQ(r.memory, "device");
+    if (x == XferType::cpu_gpu) {
+      EXPECT_EQ(r.path, "posix");
+    }
+    if (x == XferType::cpu_async_gpu) {
+      EXPECT_EQ(r.path, "bounce");
+    }
+    if (x == XferType::gpu_direct || x == XferType::gpu_direct_async || x == XferType::gpu_batch) {
+      EXPECT_EQ(r.fell_back, r.path != "direct") << r.path;
+      if (r.fell_back) {
+        EXPECT_NE(r.reason.find("FELL BACK"), std::string::npos) << r.reason;
+      }
+    }
+  }
+}
+
+TEST_F(BenchEngine, CompareInterleavesRoundsAndSummarizes) {
+  Plan plan;
+  plan.workload = small("cmp.bin");
+  plan.xfers = {XferType::cpu_only, XferType::cpu_async_gpu};
+  plan.repeat = 2;
+  plan.block_sizes = {32 * KiB, 64 * KiB};
+  const auto runs = run_plan(plan);
+  ASSERT_EQ(runs.size(), 8U);
+  EXPECT_EQ(runs[0].xfer, XferType::cpu_only);
+  EXPECT_EQ(runs[1].xfer, XferType::cpu_async_gpu);
+  EXPECT_EQ(runs[2].xfer, XferType::cpu_only);
+  EXPECT_EQ(runs[2].round, 2U);
+  EXPECT_EQ(runs[4].block_size, 64 * KiB);
+  const auto s = summarize(runs);
+  ASSERT_EQ(s.size(), 4U);
+  EXPECT_EQ(s[0].rounds, 2U);
+  EXPECT_DOUBLE_EQ(s[0].ratio, 1.0);
+  EXPECT_GT(s[1].ratio, 0.0);
+  EXPECT_FALSE(summary_table(s).empty());
+}
+
+TEST_F(BenchEngine, TimeBoundRunsSampleThroughput) {
+  Workload w = small("timed.bin");
+  w.rw = RwMode::randread;
+  w.time_s = 0.4;
+  w.sample_interval_s = 0.1;
+  const RunResult r = run_workload(w);
+  EXPECT_TRUE(r.error.empty()) << r.error;
+  EXPECT_GE(r.seconds, 0.4);
+  EXPECT_LT(r.seconds, 3.0);
+  EXPECT_GE(r.samples.size(), 2U);
+}
+
+TEST_F(BenchEngine, FailureMidRunReportsWhatRan) {
+  Workload w = small("faulty.bin");
+  (void)run_workload(w);  // lay the file out before faults start
+  test::ScopedEngineFactory faults([](EngineKind k, unsigned depth) -> std::unique_ptr<IoEngine> {
+    return std::make_unique<FaultyEngine>(test::make_inner_engine(k, depth), FaultPlan{.every = 10, .error = EIO});
+  });
+  const RunResult r = run_workload(w);
+  EXPECT_FALSE(r.error.empty());
+  EXPECT_NE(r.error.find("Input/output error"), std::string::npos) << r.error;
+  EXPECT_LT(r.bytes, 2 * MiB);
+  EXPECT_NE(result_table({r}).find("FAILED"), std::string::npos);
+}
+
+TEST_F(BenchEngine, BadFilesAreUsageErrors) {
+  Workload w = small("missing.bin");
+  w.size = 0;
+  EXPECT_THROW((void)run_workload(w), Error);  // no such file and no --size
+  w = small("tiny.bin", 16 * KiB);             // block 64K > 16K file
+  try {
+    (void)run_workload(w);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.domain(), ErrorDomain::usage);
+    EXPECT_NE(std::string(e.what()).find("larger than the file"), std::string::npos) << e.what();
+  }
+  w = small("x");
+  w.files.clear();
+  w.dir = dir_->file("no-such-dir");
+  EXPECT_THROW((void)run_workload(w), Error);
+}
+
+}  // namespace
+}  // namespace sluice::bench

@@ -1,0 +1,306 @@
+// The IoEngine contract, for every engine: each prepared request completes exactly once with
+// its tag and either the byte count or -errno; failures are completions, not exceptions.
+#include "sluice/io_engine.hpp"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <map>
+#include <thread>
+
+#include "sluice/error.hpp"
+#include "sluice/faulty_engine.hpp"
+#include "support/test_util.hpp"
+
+namespace sluice {
+namespace {
+
+using test::TempDir;
+
+class EngineContract : public ::testing::TestWithParam<EngineKind> {
+ protected:
+  void SetUp() override {
+    std::string why;
+    if (GetParam() == EngineKind::uring && !uring_available(&why)) GTEST_SKIP() << why;
+    dir_ = std::make_unique<TempDir>("/tmp");
+    path_ = dir_->file("engine.bin");
+    data_ = test::random_bytes(16 * 4096 + 100, 11);
+    test::write_file(path_, data_);
+    fd_ = ::open(path_.c_str(), O_RDWR | O_CLOEXEC);
+    ASSERT_GE(fd_, 0);
+  }
+  void TearDown() override {
+    if (fd_ >= 0) ::close(fd_);
+  }
+
+  // Collects completions until `n` have arrived, using an output span of `batch` entries.
+  static std::map<std::uint64_t, std::int64_t> drain(IoEngine& e, std::size_t n, std::size_t batch) {
+    std::map<std::uint64_t, std::int64_t> got;
+    std::vector<IoCompletion> out(batch);
+    std::size_t seen = 0;
+    while (seen < n) {
+      const std::size_t k = e.submit_and_wait(out, 1);
+      EXPECT_GT(k, 0U) << "submit_and_wait returned nothing with requests in flight";
+      if (k == 0) break;
+      for (std::size_t i = 0; i < k; ++i) {
+        EXPECT_TRUE(got.emplace(out[i].tag, out[i].result).second) << "tag " << out[i].tag << " twice";
+      }
+      seen += k;
+    }
+    EXPECT_EQ(e.in_flight(), 0U);
+    return got;
+  }
+
+  std::unique_ptr<TempDir> dir_;
+  std::string path_;
+  std::vector<std::byte> data_;
+  int fd_ = -1;
+};
+
+TEST_P(EngineContract, KindNameCapacity) {
+  auto e = test::make_inner_engine(GetParam(), 8);
+  EXPECT_EQ(e->kind(), GetParam());
+  EXPECT_EQ(e->name(), to_string(GetParam()));
+  EXPECT_EQ(e->capacity(), 8U);
+  EXPECT_EQ(e->in_flight(), 0U);
+}
+
+TEST_P(EngineContract, ReadsCompleteExactlyOnceWithTheirTags) {
+  auto e = test::make_inner_engine(GetParam(), 16);
+  std::vector<std::vector<std::byte>> bufs(16, std::vector<std::byte>(4096));
+  for (unsigned i = 0; i < 16; ++i) {
+    e->prepare({.op = IoOp::read, .fd = fd_, .buf = bufs[i].data(), .len = 4096,
+                .offset = (15 - i) * 4096ULL, .tag = 1000 + i});
+  }
+  EXPECT_EQ(e->in_flight(), 16U);
+  const auto got = drain(*e, 16, 3);  // a small output span: the rest must come later
+  ASSERT_EQ(got.size(), 16U);
+  for (unsigned i = 0; i < 16; ++i) {
+    EXPECT_EQ(got.at(1000 + i), 4096);
+    EXPECT_TRUE(test::same_bytes(bufs[i], std::span(data_).subspan((15 - i) * 4096ULL, 4096)));
+  }
+}
+
+TEST_P(EngineContract, WritesLandInTheFile) {
+  auto e = test::make_inner_engine(GetParam(), 4);
+  const auto src = test::random_bytes(4 * 1000, 12);
+  for (unsigned i = 0; i < 4; ++i) {
+    e->prepare({.op = IoOp::write, .fd = fd_, .buf = const_cast<std::byte*>(src.data()) + i * 1000,
+                .len = 1000, .offset = 50000ULL + i * 1000, .tag = i});
+  }
+  const auto got = drain(*e, 4, 4);
+  for (unsigned i = 0; i < 4; ++i) EXPECT_EQ(got.at(i), 1000);
+  EXPECT_TRUE(test::same_bytes(test::pread_file(path_, 50000, 4000), src));
+}
+
+TEST_P(EngineContract, ErrorsAndEndOfFileAreCompletions) {
+  auto e = test::make_inner_engine(GetParam(), 4);
+  std::vector<std::byte> buf(4096);
+  e->prepare({.op = IoOp::read, .fd = 1 << 20, .buf = buf.data(), .len = 4096, .offset = 0, .tag = 1});
+  e->prepare({.op = IoOp::read, .fd = fd_, .buf = buf.data(), .len = 4096, .offset = 1 << 30, .tag = 2});
+  e->prepare({.op = IoOp::read, .fd = fd_, .buf = buf.data(), .len = 4096,
+              .offset = data_.size() - 100, .tag = 3});
+  const auto got = drain(*e, 3, 8);
+  EXPECT_EQ(got.at(1), -EBADF);
+  EXPECT_EQ(got.at(2), 0);    // past the end
+  EXPECT_EQ(got.at(3), 100);  // up to the end
+}
+
+TEST_P(EngineContract, SubmitWithNothingInFlightReturnsNothing) {
+  auto e = test::make_inner_engine(GetParam(), 2);
+  std::vector<IoCompletion> out(2);
+  EXPECT_EQ(e->submit_and_wait(out, 0), 0U);
+  EXPECT_EQ(e->submit_and_wait(out, 1), 0U);
+}
+
+TEST_P(EngineContract, RegisteredBuffersAndFiles) {
+  auto e = test::make_inner_engine(GetParam(), 4);
+  void* raw = nullptr;
+  ASSERT_EQ(posix_memalign(&raw, 4096, 4 * 4096), 0);
+  std::unique_ptr<void, decltype(&std::free)> mem(raw, &std::free);
+  const iovec region{raw, 4 * 4096};
+  const bool fixed = e->register_buffers({&region, 1});
+  if (GetParam() == EngineKind::psync) {
+    EXPECT_FALSE(fixed);
+  }
+  EXPECT_EQ(e->ensure_buffers(42, {&region, 1}), fixed);
+  EXPECT_EQ(e->ensure_buffers(42, {&region, 1}), fixed);  // same set: no re-registration
+  const int slot = e->register_file(fd_);
+  if (GetParam() == EngineKind::psync) {
+    EXPECT_EQ(slot, -1);
+  }
+  auto* bytes = static_cast<std::byte*>(raw);
+  for (unsigned i = 0; i < 4; ++i) {
+    IoRequest r{.op = IoOp::read, .fd = fd_, .buf = bytes + i * 4096, .len = 4096,
+                .offset = i * 4096ULL, .tag = i};
+    if (fixed) r.buf_index = 0;
+    if (slot >= 0) {
+      r.fd = slot;
+      r.fixed_file = true;
+    }
+    e->prepare(r);
+  }
+  const auto got = drain(*e, 4, 4);
+  for (unsigned i = 0; i < 4; ++i) EXPECT_EQ(got.at(i), 4096);
+  EXPECT_TRUE(test::same_bytes({bytes, 4 * 4096}, std::span(data_).first(4 * 4096)));
+  e->unregister_file(slot);
+  e->unregister_buffers();
+}
+
+INSTANTIATE_TEST_SUITE_P(Engines, EngineContract, ::testing::Values(EngineKind::uring, EngineKind::psync),
+                         [](const auto& p) { return std::string(to_string(p.param)); });
+
+TEST(Engine, ZeroDepthIsRefused) {
+  EXPECT_THROW((void)make_engine(EngineKind::psync, 0), Error);
+  EXPECT_THROW((void)make_engine(EngineKind::uring, 0), Error);
+}
+
+TEST(Engine, ResolveNames) {
+  EXPECT_EQ(resolve_engine("psync"), EngineKind::psync);
+  std::string why;
+  const bool uring = uring_available(&why);
+  EXPECT_EQ(resolve_engine("auto"), uring ? EngineKind::uring : EngineKind::psync);
+  if (uring) {
+    EXPECT_TRUE(why.empty());
+    EXPECT_EQ(resolve_engine("uring"), EngineKind::uring);
+  } else {
+    EXPECT_FALSE(why.empty());
+    EXPECT_THROW((void)resolve_engine("uring"), Error);
+  }
+  try {
+    (void)resolve_engine("spdk");
+    FAIL() << "no throw";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.domain(), ErrorDomain::usage);
+    EXPECT_NE(std::string(e.what()).find("unknown engine 'spdk'"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(to_string(EngineKind::uring), "uring");
+  EXPECT_EQ(to_string(EngineKind::psync), "psync");
+}
+
+TEST(Engine, ThreadEngineIsCachedPerThreadAndRebuiltAfterAFactoryChange) {
+  IoEngine& a = thread_engine(EngineKind::psync, 4);
+  EXPECT_EQ(&thread_engine(EngineKind::psync, 4), &a);
+  EXPECT_EQ(&thread_engine(EngineKind::psync, 2), &a);  // a smaller depth fits the same engine
+  IoEngine* other = nullptr;
+  std::thread([&] { other = &thread_engine(EngineKind::psync, 4); }).join();
+  EXPECT_NE(other, &a);
+
+  unsigned made = 0;
+  {
+    test::ScopedEngineFactory factory([&](EngineKind kind, unsigned depth) {
+      ++made;
+      return std::make_unique<FaultyEngine>(test::make_inner_engine(kind, depth), FaultPlan{});
+    });
+    IoEngine& wrapped = thread_engine(EngineKind::psync, 4);
+    EXPECT_EQ(wrapped.name(), "faulty");
+    EXPECT_EQ(made, 1U);
+    EXPECT_EQ(&thread_engine(EngineKind::psync, 4), &wrapped);
+    EXPECT_EQ(made, 1U);
+    IoEngine& deeper = thread_engine(EngineKind::psync, 64);  // more depth: a new engine
+    EXPECT_GE(deeper.capacity(), 64U);
+    EXPECT_EQ(made, 2U);
+  }
+  EXPECT_EQ(thread_engine(EngineKind::psync, 4).name(), "psync");  // default restored
+}
+
+class FaultyEngineTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::make_unique<TempDir>("/tmp");
+    path_ = dir_->file("f.bin");
+    test::write_file(path_, test::random_bytes(64 * 1024, 5));
+    fd_ = ::open(path_.c_str(), O_RDWR | O_CLOEXEC);
+    ASSERT_GE(fd_, 0);
+  }
+  void TearDown() override { ::close(fd_); }
+
+  // Issues `n` reads or writes of `len` bytes one after another; returns result by tag.
+  std::vector<std::int64_t> run(FaultyEngine& e, unsigned n, IoOp op, std::uint32_t len = 4096) {
+    std::vector<std::int64_t> results(n);
+    std::vector<std::byte> buf(len);
+    for (unsigned i = 0; i < n; ++i) {
+      e.prepare({.op = op, .fd = fd_, .buf = buf.data(), .len = len, .offset = 0, .tag = i});
+      IoCompletion c[2];
+      std::size_t k = 0;
+      while (k == 0) k = e.submit_and_wait(c, 1);
+      EXPECT_EQ(k, 1U);
+      EXPECT_EQ(c[0].tag, i);
+      results[i] = c[0].result;
+    }
+    EXPECT_EQ(e.in_flight(), 0U);
+    return results;
+  }
+
+  std::unique_ptr<TempDir> dir_;
+  std::string path_;
+  int fd_ = -1;
+};
+
+TEST_F(FaultyEngineTest, ErrorEveryNth) {
+  FaultyEngine e(test::make_inner_engine(EngineKind::psync, 4), {.every = 3, .error = EIO});
+  EXPECT_EQ(e.name(), "faulty");
+  EXPECT_EQ(e.kind(), EngineKind::psync);
+  EXPECT_EQ(e.capacity(), 4U);
+  const auto r = run(e, 9, IoOp::read);
+  for (unsigned i = 0; i < 9; ++i) EXPECT_EQ(r[i], (i + 1) % 3 == 0 ? -EIO : 4096) << i;
+  EXPECT_EQ(e.injected(), 3U);
+}
+
+TEST_F(FaultyEngineTest, ShortTransfers) {
+  FaultyEngine e(test::make_inner_engine(EngineKind::psync, 4), {.every = 2, .short_transfer = true});
+  const auto r = run(e, 4, IoOp::read, 3000);
+  EXPECT_EQ(r[0], 3000);
+  EXPECT_EQ(r[1], 1024);  // half of 3000, rounded down to 512
+  EXPECT_EQ(r[3], 1024);
+  // Between 512 and 1024 bytes: 512, never a zero-byte "short" transfer (that would read as EOF).
+  FaultyEngine odd(test::make_inner_engine(EngineKind::psync, 4), {.every = 1, .short_transfer = true});
+  EXPECT_EQ(run(odd, 1, IoOp::read, 924)[0], 512);
+  // Requests of 512 bytes or less are never shortened.
+  FaultyEngine small(test::make_inner_engine(EngineKind::psync, 4), {.every = 1, .short_transfer = true});
+  EXPECT_EQ(run(small, 2, IoOp::read, 512)[1], 512);
+}
+
+TEST_F(FaultyEngineTest, OnlyOneDirection) {
+  FaultyEngine e(test::make_inner_engine(EngineKind::psync, 4),
+                 {.every = 1, .error = ENOSPC, .only = IoOp::write});
+  for (const auto v : run(e, 3, IoOp::read)) EXPECT_EQ(v, 4096);
+  for (const auto v : run(e, 3, IoOp::write)) EXPECT_EQ(v, -ENOSPC);
+  EXPECT_EQ(e.injected(), 3U);
+}
+
+TEST_F(FaultyEngineTest, Delay) {
+  FaultyEngine e(test::make_inner_engine(EngineKind::psync, 4), {.delay = std::chrono::milliseconds(5)});
+  const auto t0 = std::chrono::steady_clock::now();
+  for (const auto v : run(e, 4, IoOp::read)) EXPECT_EQ(v, 4096);
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(20));
+  EXPECT_EQ(e.injected(), 0U);
+}
+
+TEST_F(FaultyEngineTest, SyntheticAndRealCompletionsTogether) {
+  std::string why;
+  for (const EngineKind kind : {EngineKind::psync, EngineKind::uring}) {
+    if (kind == EngineKind::uring && !uring_available(&why)) continue;
+    FaultyEngine e(test::make_inner_engine(kind, 8), {.every = 2, .error = EAGAIN});
+    std::vector<std::byte> buf(8 * 4096);
+    for (unsigned i = 0; i < 8; ++i) {
+      e.prepare({.op = IoOp::read, .fd = fd_, .buf = buf.data() + i * 4096, .len = 4096,
+                 .offset = i * 4096ULL, .tag = i});
+    }
+    EXPECT_EQ(e.in_flight(), 8U);
+    std::map<std::uint64_t, std::int64_t> got;
+    IoCompletion out[3];
+    while (got.size() < 8) {
+      const std::size_t k = e.submit_and_wait(out, 1);
+      ASSERT_GT(k, 0U);
+      for (std::size_t i = 0; i < k; ++i) EXPECT_TRUE(got.emplace(out[i].tag, out[i].result).second);
+    }
+    EXPECT_EQ(e.in_flight(), 0U);
+    for (unsigned i = 0; i < 8; ++i) EXPECT_EQ(got.at(i), i % 2 == 1 ? -EAGAIN : 4096) << to_string(kind);
+  }
+}
+
+}  // namespace
+}  // namespace sluice

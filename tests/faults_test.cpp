@@ -1,0 +1,481 @@
+// Bad input, and storage that fails: every error is a sluice::Error naming the file and the
+// range; retryable failures (EINTR, EAGAIN, short transfers) still give exact bytes; a file
+// truncated under a read is an error, never a silently short result.
+#include <gtest/gtest.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <climits>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "sluice/error.hpp"
+#include "sluice/faulty_engine.hpp"
+#include "sluice/file.hpp"
+#include "sluice/stats.hpp"
+#include "sluice/transfer.hpp"
+#include "sluice/units.hpp"
+#include "support/test_util.hpp"
+
+namespace sluice {
+namespace {
+
+using test::Folder;
+using test::GuardedBuffer;
+using test::TempDir;
+
+template <typename Fn>
+std::optional<Error> error_of(Fn fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e;
+  }
+  ADD_FAILURE() << "no Error thrown";
+  return std::nullopt;
+}
+
+bool contains(const std::string& s, std::string_view part) { return s.find(part) != std::string::npos; }
+
+// ---- bad input -------------------------------------------------------------------------------
+
+class BadInput : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::make_unique<TempDir>(test::folder_root(Folder::disk).value_or("/tmp"));
+    path_ = dir_->file("in.bin");
+    test::write_file(path_, test::random_bytes(10000, 1));
+  }
+  std::unique_ptr<TempDir> dir_;
+  std::string path_;
+};
+
+TEST_F(BadInput, NullBufferWithBytes) {
+  const File f = File::open(path_, OpenMode::read_write);
+  for (const bool is_read : {true, false}) {
+    const auto e = error_of([&] {
+      if (is_read) {
+        (void)read(f, nullptr, 10, 4096);
+      } else {
+        (void)write(f, nullptr, 10, 4096);
+      }
+    });
+    ASSERT_TRUE(e);
+    EXPECT_EQ(e->domain(), ErrorDomain::usage);
+    EXPECT_EQ(e->op(), is_read ? "read" : "write");
+    EXPECT_EQ(e->path(), path_);
+    EXPECT_EQ(e->offset(), 4096U);
+    EXPECT_EQ(e->size(), 10U);
+    EXPECT_TRUE(contains(e->what(), "null buffer")) << e->what();
+    EXPECT_TRUE(contains(e->what(), fmt::format("'{}' [offset 4096, 10 bytes]", path_))) << e->what();
+  }
+  // Nothing to move: a null buffer is fine.
+  EXPECT_EQ(read(f, nullptr, 0, 0).bytes, 0U);
+  EXPECT_EQ(write(f, nullptr, 0, 0).bytes, 0U);
+  EXPECT_EQ(test::file_size(path_), 10000U);
+}
+
+TEST_F(BadInput, RangesThatOverflow) {
+  const File f = File::open(path_, OpenMode::read_write);
+  GuardedBuffer buf(16);
+  const std::uint64_t max = std::numeric_limits<std::uint64_t>::max();
+  const std::uint64_t big = static_cast<std::uint64_t>(INT64_MAX);
+  const std::pair<std::uint64_t, std::uint64_t> cases[] = {
+      {max - 5, 10}, {1, max}, {big + 1, 0}, {big, 1}, {20, big - 10}, {max, max}};
+  for (const auto& [off, size] : cases) {
+    SCOPED_TRACE(fmt::format("offset {} size {}", off, size));
+    for (const bool is_read : {true, false}) {
+      const auto e = error_of([&] {
+        if (is_read) {
+          (void)read(f, buf.data(), size, off);
+        } else {
+          (void)write(f, buf.data(), size, off);
+        }
+      });
+      ASSERT_TRUE(e);
+      EXPECT_EQ(e->domain(), ErrorDomain::usage);
+      EXPECT_TRUE(contains(e->what(), "range overflows")) << e->what();
+      EXPECT_EQ(e->offset(), off);
+      EXPECT_EQ(e->size(), size);
+    }
+  }
+  EXPECT_EQ(test::file_size(path_), 10000U);
+  EXPECT_TRUE(buf.guards_intact());
+  // The largest offset that is allowed reads nothing.
+  EXPECT_EQ(read(f, buf.data(), 0, big).bytes, 0U);
+}
+
+TEST_F(BadInput, ReadingAWriteOnlyFile) {
+  const File f = File::open(path_, OpenMode::write);
+  GuardedBuffer buf(100);
+  const auto e = error_of([&] { (void)read(f, buf.data(), 100, 0); });
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->domain(), ErrorDomain::usage);
+  EXPECT_EQ(e->path(), path_);
+  EXPECT_TRUE(contains(e->what(), "writing only")) << e->what();
+  EXPECT_TRUE(contains(e->what(), path_)) << e->what();
+}
+
+TEST_F(BadInput, WritingAReadOnlyFile) {
+  const File f = File::open(path_, OpenMode::read);
+  GuardedBuffer buf(100);
+  const auto before = test::read_whole(path_);
+  const auto e = error_of([&] { (void)write(f, buf.data(), 100, 0); });
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->domain(), ErrorDomain::usage);
+  EXPECT_EQ(e->path(), path_);
+  EXPECT_TRUE(contains(e->what(), "read-only")) << e->what();
+  EXPECT_TRUE(test::same_bytes(test::read_whole(path_), before));
+}
+
+TEST_F(BadInput, ClosedFile) {
+  File f = File::open(path_, OpenMode::read_write);
+  f.close();
+  GuardedBuffer buf(100);
+  for (const bool is_read : {true, false}) {
+    const auto e = error_of([&] {
+      if (is_read) {
+        (void)read(f, buf.data(), 100, 0);
+      } else {
+        (void)write(f, buf.data(), 100, 0);
+      }
+    });
+    ASSERT_TRUE(e);
+    EXPECT_EQ(e->code(), EBADF);
+    EXPECT_TRUE(contains(e->what(), path_)) << e->what();
+  }
+  const File never;
+  EXPECT_THROW((void)read(never, buf.data(), 100, 0), Error);
+}
+
+TEST_F(BadInput, UnknownEngineInTheConfiguration) {
+  const File f = File::open(path_, OpenMode::read);
+  auto cfg = std::make_shared<Config>();
+  cfg->engine = "spdk";  // bypassing Config::set, which would refuse it
+  GuardedBuffer buf(100);
+  const auto e = error_of([&] { (void)read(f, buf.data(), 100, 0, test::options_for(cfg)); });
+  ASSERT_TRUE(e);
+  EXPECT_TRUE(contains(e->what(), "unknown engine 'spdk'")) << e->what();
+}
+
+// ---- injected faults, for every engine and filesystem ---------------------------------------
+
+struct FaultParam {
+  std::string engine;
+  Folder folder;
+};
+
+void PrintTo(const FaultParam& p, std::ostream* os) { *os << p.engine << " on " << test::to_string(p.folder); }
+
+class Faults : public ::testing::TestWithParam<FaultParam> {
+ protected:
+  void SetUp() override {
+    std::string why;
+    if (!test::engine_usable(GetParam().engine, &why)) GTEST_SKIP() << "io_uring unavailable: " << why;
+    const auto root = test::folder_root(GetParam().folder, &why);
+    if (!root) GTEST_SKIP() << why;
+    dir_ = std::make_unique<TempDir>(*root);
+    path_ = dir_->file("faults.bin");
+    data_ = test::random_bytes(size_, 77);
+    test::write_file(path_, data_);
+    cfg_ = test::make_config(GetParam().engine, {.io_size = 16 * KiB, .threads = 2, .queue_depth = 4});
+  }
+
+  void install(FaultPlan plan) {
+    factory_ = std::make_unique<test::ScopedEngineFactory>([plan](EngineKind kind, unsigned depth) {
+      return std::make_unique<FaultyEngine>(test::make_inner_engine(kind, depth), plan);
+    });
+  }
+
+  // Reads [off, off + n) through a buffer at `shift` and checks the bytes.
+  void expect_exact_read(std::uint64_t off, std::uint64_t n, std::size_t shift) {
+    SCOPED_TRACE(fmt::format("read offset {} size {} shift {}", off, n, shift));
+    const File f = File::open(path_, OpenMode::read);
+    GuardedBuffer buf(n, shift);
+    const TransferResult r = read(f, buf.data(), n, off, test::options_for(cfg_));
+    EXPECT_EQ(r.bytes, n);
+    EXPECT_TRUE(test::same_bytes(buf.first(n), std::span(data_).subspan(off, n)));
+    EXPECT_TRUE(buf.guards_intact());
+  }
+
+  // Writes fresh bytes at [off, off + n) through a buffer at `shift` and checks the file.
+  void expect_exact_write(std::uint64_t off, std::uint64_t n, std::size_t shift, std::uint64_t seed) {
+    SCOPED_TRACE(fmt::format("write offset {} size {} shift {}", off, n, shift));
+    const File f = File::open(path_, OpenMode::read_write);
+    GuardedBuffer buf(n, shift);
+    const auto fresh = test::random_bytes(n, seed);
+    std::copy(fresh.begin(), fresh.end(), buf.data());
+    EXPECT_EQ(write(f, buf.data(), n, off, test::options_for(cfg_)).bytes, n);
+    std::copy(fresh.begin(), fresh.end(), data_.begin() + static_cast<std::ptrdiff_t>(off));
+    EXPECT_TRUE(test::same_bytes(test::read_whole(path_), data_));
+  }
+
+  // Checks that `e` names the file and a range inside the block-widened request.
+  void expect_names_file_and_range(const Error& e, std::uint64_t off, std::uint64_t n) {
+    EXPECT_EQ(e.path(), path_);
+    EXPECT_TRUE(contains(e.what(), path_)) << e.what();
+    EXPECT_TRUE(contains(e.what(), fmt::format("[offset {}, {} bytes]", e.offset(), e.size()))) << e.what();
+    EXPECT_GT(e.size(), 0U);
+    EXPECT_GE(e.offset(), round_down(off, 4096)) << e.what();
+    EXPECT_LE(e.offset() + e.size(), round_up(off + n, 4096)) << e.what();
+  }
+
+  static constexpr std::uint64_t size_ = MiB + 3000;
+  std::unique_ptr<TempDir> dir_;
+  std::string path_;
+  std::vector<std::byte> data_;
+  std::shared_ptr<const Config> cfg_;
+  std::unique_ptr<test::ScopedEngineFactory> factory_;
+};
+
+TEST_P(Faults, EioIsAnErrorNamingFileAndRange) {
+  install({.every = 5, .error = EIO});
+  const File f = File::open(path_, OpenMode::read);
+  GuardedBuffer buf(size_ - 10, 7);
+  const StatsSnapshot before = stats().snapshot();
+  const auto e = error_of([&] { (void)read(f, buf.data(), size_ - 10, 10, test::options_for(cfg_)); });
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->domain(), ErrorDomain::os);
+  EXPECT_EQ(e->code(), EIO);
+  EXPECT_EQ(e->op(), "read");
+  EXPECT_TRUE(contains(e->what(), std::strerror(EIO))) << e->what();
+  expect_names_file_and_range(*e, 10, size_ - 10);
+  EXPECT_TRUE(buf.guards_intact());
+  EXPECT_EQ(stats().snapshot().at(Path::host, Direction::read).errors,
+            before.at(Path::host, Direction::read).errors + 1);
+}
+
+TEST_P(Faults, EioOnWrite) {
+  install({.every = 3, .error = EIO, .only = IoOp::write});
+  const File f = File::open(path_, OpenMode::read_write);
+  GuardedBuffer buf(200 * KiB, 0);
+  const auto e = error_of([&] { (void)write(f, buf.data(), 200 * KiB, 4096, test::options_for(cfg_)); });
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->code(), EIO);
+  EXPECT_EQ(e->op(), "write");
+  expect_names_file_and_range(*e, 4096, 200 * KiB);
+}
+
+TEST_P(Faults, EintrIsRetried) {
+  install({.every = 3, .error = EINTR});
+  expect_exact_read(0, size_, 0);
+  expect_exact_read(4097, 300 * KiB, 1);
+  expect_exact_write(5000, 100 * KiB + 7, 3, 1);
+  expect_exact_write(64 * KiB, 128 * KiB, 0, 2);
+}
+
+TEST_P(Faults, EagainIsRetried) {
+  install({.every = 2, .error = EAGAIN});
+  expect_exact_read(1, size_ - 1, 7);
+  expect_exact_read(0, 4096, 0);
+  expect_exact_write(12345, 70000, 512, 3);
+}
+
+TEST_P(Faults, EndlessEintrGivesUpWithAnError) {
+  install({.every = 1, .error = EINTR});
+  const File f = File::open(path_, OpenMode::read);
+  GuardedBuffer buf(8192);
+  const auto e = error_of([&] { (void)read(f, buf.data(), 8192, 0, test::options_for(cfg_)); });
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->code(), EINTR);
+  expect_names_file_and_range(*e, 0, 8192);
+}
+
+// A filesystem that refuses an O_DIRECT request with EINVAL (alignments it reported but does not
+// honour) gets the request again on the buffered descriptor; a buffered request has no such way
+// out and fails. One request in flight, so every retry directly follows its refusal.
+TEST_P(Faults, EinvalOnDirectIsRetriedBuffered) {
+  install({.every = 3, .error = EINVAL, .only = IoOp::read});
+  cfg_ = test::make_config(GetParam().engine, {.io_size = 16 * KiB, .threads = 1, .queue_depth = 1});
+  const File f = File::open(path_, OpenMode::read);
+  if (f.has_direct()) {
+    expect_exact_read(0, size_, 0);
+    expect_exact_read(4097, 300 * KiB, 1);
+    return;
+  }
+  GuardedBuffer buf(size_);
+  const auto e = error_of([&] { (void)read(f, buf.data(), size_, 0, test::options_for(cfg_)); });
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->code(), EINVAL);
+  expect_names_file_and_range(*e, 0, size_);
+}
+
+TEST_P(Faults, ShortTransfersAreContinued) {
+  install({.every = 2, .short_transfer = true});
+  expect_exact_read(0, size_, 0);
+  expect_exact_read(4095, 500 * KiB, 1);
+  expect_exact_read(size_ - 9000, 9000, 4096);
+  expect_exact_write(0, 256 * KiB, 0, 4);
+  expect_exact_write(777, 256 * KiB, 7, 5);
+}
+
+TEST_P(Faults, ShortTransfersEveryTime) {
+  install({.every = 1, .short_transfer = true});
+  expect_exact_read(100, 200 * KiB, 0);
+  expect_exact_write(100, 200 * KiB, 1, 6);
+}
+
+TEST_P(Faults, EnospcOnWriteIsAnError) {
+  install({.every = 4, .error = ENOSPC, .only = IoOp::write});
+  const File f = File::open(path_, OpenMode::read_write);
+  GuardedBuffer buf(300 * KiB, 1);
+  const auto e = error_of([&] { (void)write(f, buf.data(), 300 * KiB, size_, test::options_for(cfg_)); });
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->domain(), ErrorDomain::os);
+  EXPECT_EQ(e->code(), ENOSPC);
+  EXPECT_TRUE(contains(e->what(), std::strerror(ENOSPC))) << e->what();
+  expect_names_file_and_range(*e, size_, 300 * KiB);
+  // Reads are unaffected by a write-only fault plan.
+  expect_exact_read(0, size_, 0);
+}
+
+TEST_P(Faults, DelaysChangeNothing) {
+  install({.delay = std::chrono::microseconds(200)});
+  expect_exact_read(3, 256 * KiB, 0);
+  expect_exact_write(3, 64 * KiB, 0, 7);
+}
+
+// After a failed transfer the engine of the calling thread has nothing left in flight, and
+// the next transfer on the same engines gives exact bytes.
+TEST_P(Faults, EnginesAreCleanAfterAFailure) {
+  auto armed = std::make_shared<std::atomic<bool>>(true);
+  class OneShotEio final : public IoEngine {
+   public:
+    OneShotEio(std::unique_ptr<IoEngine> inner, std::shared_ptr<std::atomic<bool>> armed)
+        : inner_(std::move(inner)), armed_(std::move(armed)) {}
+    EngineKind kind() const noexcept override { return inner_->kind(); }
+    std::string_view name() const noexcept override { return "one-shot-eio"; }
+    unsigned capacity() const noexcept override { return inner_->capacity(); }
+    unsigned in_flight() const noexcept override { return inner_->in_flight() + (pending_ ? 1U : 0U); }
+    void prepare(const IoRequest& r) override {
+      // The third request of the armed period fails: by then others are in flight.
+      if (armed_->load() && ++seen_ == 3) {
+        pending_ = IoCompletion{r.tag, -EIO};
+        return;
+      }
+      inner_->prepare(r);
+    }
+    std::size_t submit_and_wait(std::span<IoCompletion> out, std::size_t min) override {
+      std::size_t n = 0;
+      if (pending_ && !out.empty()) {
+        out[n++] = *pending_;
+        pending_.reset();
+      }
+      if (inner_->in_flight() == 0) return n;
+      return n + inner_->submit_and_wait(out.subspan(n), min > n ? min - n : 0);
+    }
+    bool register_buffers(std::span<const iovec> b) override { return inner_->register_buffers(b); }
+    void unregister_buffers() override { inner_->unregister_buffers(); }
+    int register_file(int fd) override { return inner_->register_file(fd); }
+    void unregister_file(int slot) override { inner_->unregister_file(slot); }
+
+   private:
+    std::unique_ptr<IoEngine> inner_;
+    std::shared_ptr<std::atomic<bool>> armed_;
+    unsigned seen_ = 0;
+    std::optional<IoCompletion> pending_;
+  };
+  test::ScopedEngineFactory factory([armed](EngineKind kind, unsigned depth) {
+    return std::make_unique<OneShotEio>(test::make_inner_engine(kind, depth), armed);
+  });
+  auto cfg = test::make_config(GetParam().engine, {.io_size = 16 * KiB, .threads = 1, .queue_depth = 8});
+  const File f = File::open(path_, OpenMode::read);
+  GuardedBuffer buf(size_, 0);
+  const auto e = error_of([&] { (void)read(f, buf.data(), size_, 0, test::options_for(cfg)); });
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->code(), EIO);
+  IoEngine& engine = thread_engine(resolve_engine(GetParam().engine), 8);
+  EXPECT_EQ(engine.name(), "one-shot-eio");
+  EXPECT_EQ(engine.in_flight(), 0U) << "I/O left in flight after the failure";
+  armed->store(false);
+  buf.fill(std::byte{0});
+  EXPECT_EQ(read(f, buf.data(), size_, 0, test::options_for(cfg)).bytes, size_);
+  EXPECT_TRUE(test::same_bytes(buf.first(size_), data_));
+  EXPECT_TRUE(buf.guards_intact());
+}
+
+// An engine decorator that shrinks the file when the first I/O is prepared, so every request
+// of the read sees the shorter file.
+class TruncatingEngine final : public IoEngine {
+ public:
+  TruncatingEngine(std::unique_ptr<IoEngine> inner, std::shared_ptr<std::atomic<bool>> once, int fd,
+                   off_t new_size)
+      : inner_(std::move(inner)), once_(std::move(once)), fd_(fd), new_size_(new_size) {}
+  EngineKind kind() const noexcept override { return inner_->kind(); }
+  std::string_view name() const noexcept override { return "truncating"; }
+  unsigned capacity() const noexcept override { return inner_->capacity(); }
+  unsigned in_flight() const noexcept override { return inner_->in_flight(); }
+  void prepare(const IoRequest& r) override {
+    if (!once_->exchange(true)) {
+      EXPECT_EQ(::ftruncate(fd_, new_size_), 0);
+    }
+    inner_->prepare(r);
+  }
+  std::size_t submit_and_wait(std::span<IoCompletion> out, std::size_t min) override {
+    return inner_->submit_and_wait(out, min);
+  }
+  bool register_buffers(std::span<const iovec> b) override { return inner_->register_buffers(b); }
+  void unregister_buffers() override { inner_->unregister_buffers(); }
+  int register_file(int fd) override { return inner_->register_file(fd); }
+  void unregister_file(int slot) override { inner_->unregister_file(slot); }
+
+ private:
+  std::unique_ptr<IoEngine> inner_;
+  std::shared_ptr<std::atomic<bool>> once_;
+  int fd_;
+  off_t new_size_;
+};
+
+TEST_P(Faults, FileTruncatedDuringARead) {
+  struct Case {
+    const char* name;
+    test::Shape shape;
+    std::uint64_t off, n;
+    off_t new_size;
+    std::size_t shift;
+  };
+  const Case cases[] = {
+      {"multi-worker, aligned", {.io_size = 16 * KiB, .threads = 2, .queue_depth = 4}, 0, size_, 300000, 0},
+      {"misaligned buffer", {.io_size = 16 * KiB, .threads = 1, .queue_depth = 2}, 100, size_ - 100, 4096 * 10 + 5, 1},
+      {"to nothing", {.io_size = 64 * KiB, .threads = 1, .queue_depth = 1}, 0, 1000, 0, 0},
+      {"inside one block", {.io_size = 64 * KiB, .threads = 1, .queue_depth = 1}, 10, 1000, 500, 0},
+      {"buffered", {.io_size = 8 * KiB, .threads = 3, .queue_depth = 2, .direct_io = false}, 0, size_, 20000, 0},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    test::write_file(path_, data_);
+    const int fd = ::open(path_.c_str(), O_RDWR | O_CLOEXEC);
+    ASSERT_GE(fd, 0);
+    auto once = std::make_shared<std::atomic<bool>>(false);
+    {
+      test::ScopedEngineFactory factory([once, fd, &c](EngineKind kind, unsigned depth) {
+        return std::make_unique<TruncatingEngine>(test::make_inner_engine(kind, depth), once, fd, c.new_size);
+      });
+      const File f = File::open(path_, OpenMode::read);
+      GuardedBuffer buf(c.n, c.shift);
+      const auto cfg = test::make_config(GetParam().engine, c.shape);
+      const auto e = error_of([&] { (void)read(f, buf.data(), c.n, c.off, test::options_for(cfg)); });
+      if (e) {
+        EXPECT_EQ(e->domain(), ErrorDomain::data) << e->what();
+        EXPECT_TRUE(contains(e->what(), "truncated")) << e->what();
+        expect_names_file_and_range(*e, c.off, c.n);
+      }
+      EXPECT_TRUE(once->load()) << "no I/O was prepared";
+      EXPECT_TRUE(buf.guards_intact());
+    }
+    ::close(fd);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Engines, Faults,
+                         ::testing::Values(FaultParam{"uring", Folder::disk}, FaultParam{"uring", Folder::tmpfs},
+                                           FaultParam{"psync", Folder::disk}, FaultParam{"psync", Folder::tmpfs}),
+                         [](const auto& p) {
+                           return fmt::format("{}_{}", p.param.engine, test::to_string(p.param.folder));
+                         });
+
+}  // namespace
+}  // namespace sluice

@@ -1,0 +1,142 @@
+// Helpers shared by the test programs: temporary folders on the two kinds of filesystem the
+// conformance suite runs on, guarded aligned buffers, deterministic random data, reference
+// reads with plain pread, and engine-factory interposition that always restores the default.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sluice/config.hpp"
+#include "sluice/io_engine.hpp"
+#include "sluice/transfer.hpp"
+
+namespace sluice::test {
+
+/// A fresh folder (mkdtemp) under `parent`, removed with everything in it on destruction.
+class TempDir {
+ public:
+  explicit TempDir(const std::string& parent, std::string_view prefix = "sluice-test-");
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+
+  [[nodiscard]] const std::string& path() const noexcept { return path_; }
+  [[nodiscard]] std::string file(std::string_view name) const;
+
+ private:
+  std::string path_;
+};
+
+/// The filesystems the conformance suite covers. `disk` is a disk-backed folder (ext4 on most
+/// machines; SLUICE_TEST_DISK_DIR overrides /var/tmp), `tmpfs` is memory-backed
+/// (SLUICE_TEST_TMPFS_DIR overrides /dev/shm).
+enum class Folder : std::uint8_t { disk, tmpfs };
+[[nodiscard]] std::string_view to_string(Folder f) noexcept;
+/// The parent folder for `f`, or nullopt with `why` filled when this machine has none.
+[[nodiscard]] std::optional<std::string> folder_root(Folder f, std::string* why = nullptr);
+
+/// `size` bytes at `shift` bytes past a 4096-aligned allocation, with guard bytes on both sides
+/// filled with a pattern, so a transfer that writes outside its buffer is caught.
+class GuardedBuffer {
+ public:
+  static constexpr std::size_t guard = 4096;
+  static constexpr std::byte pattern{0xA5};
+
+  explicit GuardedBuffer(std::size_t size, std::size_t shift = 0);
+  ~GuardedBuffer();
+  GuardedBuffer(const GuardedBuffer&) = delete;
+  GuardedBuffer& operator=(const GuardedBuffer&) = delete;
+
+  [[nodiscard]] std::byte* data() noexcept { return data_; }
+  [[nodiscard]] std::size_t size() const noexcept { return size_; }
+  [[nodiscard]] std::span<std::byte> span() noexcept { return {data_, size_}; }
+  [[nodiscard]] std::span<const std::byte> first(std::size_t n) const noexcept { return {data_, n}; }
+  /// Fills the buffer itself with `b`.
+  void fill(std::byte b) noexcept;
+  /// Whether the bytes before and after the buffer still hold the pattern.
+  [[nodiscard]] ::testing::AssertionResult guards_intact() const;
+
+ private:
+  std::byte* base_ = nullptr;
+  std::size_t total_ = 0;
+  std::byte* data_ = nullptr;
+  std::size_t size_ = 0;
+};
+
+/// The seed of a test's random data: SLUICE_TEST_SEED when set, else `fallback`.
+[[nodiscard]] std::uint64_t test_seed(std::uint64_t fallback);
+[[nodiscard]] std::vector<std::byte> random_bytes(std::size_t n, std::uint64_t seed);
+
+/// Plain POSIX file access, the reference the library is checked against.
+void write_file(const std::string& path, std::span<const std::byte> data);
+void pwrite_file(const std::string& path, std::span<const std::byte> data, std::uint64_t offset);
+/// Up to `size` bytes at `offset` with pread (fewer at the end of the file).
+[[nodiscard]] std::vector<std::byte> pread_file(const std::string& path, std::uint64_t offset,
+                                                std::uint64_t size);
+[[nodiscard]] std::vector<std::byte> read_whole(const std::string& path);
+[[nodiscard]] std::uint64_t file_size(const std::string& path);
+[[nodiscard]] std::string read_text(const std::string& path);
+
+/// Equal bytes, or a message naming the first difference and both lengths.
+[[nodiscard]] ::testing::AssertionResult same_bytes(std::span<const std::byte> got,
+                                                    std::span<const std::byte> want);
+
+/// A configuration for one transfer: the shape knobs the suites vary.
+struct Shape {
+  std::string name{};
+  std::uint64_t io_size = 1 << 20;
+  unsigned threads = 1;
+  unsigned queue_depth = 16;
+  bool direct_io = true;
+};
+[[nodiscard]] std::shared_ptr<const Config> make_config(std::string_view engine, const Shape& s);
+[[nodiscard]] TransferOptions options_for(std::shared_ptr<const Config> cfg);
+
+/// Engine names the suites run, in order; "uring" only where io_uring works (else the uring
+/// tests skip).
+[[nodiscard]] bool engine_usable(std::string_view engine, std::string* why = nullptr);
+
+/// An engine made directly, without going through the engine factory (so a factory can wrap
+/// one without calling itself).
+[[nodiscard]] std::unique_ptr<IoEngine> make_inner_engine(EngineKind kind, unsigned depth);
+
+/// Installs an engine factory for the lifetime of the object; the default comes back after.
+class ScopedEngineFactory {
+ public:
+  explicit ScopedEngineFactory(EngineFactory f) { set_engine_factory(std::move(f)); }
+  ~ScopedEngineFactory() { set_engine_factory({}); }
+  ScopedEngineFactory(const ScopedEngineFactory&) = delete;
+  ScopedEngineFactory& operator=(const ScopedEngineFactory&) = delete;
+};
+
+/// Sets (or unsets, with nullopt) an environment variable, restoring it on destruction.
+class ScopedEnv {
+ public:
+  ScopedEnv(std::string name, std::optional<std::string> value);
+  ~ScopedEnv();
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  std::string name_;
+  std::optional<std::string> old_;
+};
+
+/// Whether `cmd` is found on PATH (or in /sbin, /usr/sbin).
+[[nodiscard]] bool have_program(std::string_view cmd);
+
+/// Runs a shell command, returning its exit status (or -1 when it did not exit normally).
+int shell(const std::string& cmd);
+/// Single-quotes `s` for /bin/sh.
+[[nodiscard]] std::string shell_quote(std::string_view s);
+
+}  // namespace sluice::test
