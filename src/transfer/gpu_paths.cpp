@@ -164,39 +164,21 @@ StagingPool& pinned_pool(Device& device) {
 
 TransferResult bounce_transfer(IoOp op, const File& file, std::byte* dev, std::uint64_t size,
                                std::uint64_t offset, Device& device, const Config& cfg) {
-  const auto t0 = Clock::now();
   StagingPool& pool = pinned_pool(device);
   const bool direct = cfg.direct_io && file.has_direct() &&
                       std::max<std::uint64_t>(file.offset_align(), 4096) <= pool.buffer_size();
   const ChunkLayout layout(op, offset, size, reinterpret_cast<std::uintptr_t>(dev), direct,
                            file.offset_align(), file.mem_align(), pool.buffer_size(),
                            /*staged_user=*/true);
-  PipelineSpec spec;
-  spec.op = op;
-  spec.file = &file;
-  spec.user = dev;
-  spec.start = offset;
-  spec.size = size;
-  spec.layout = &layout;
-  spec.engine = resolve_engine(cfg.engine);
-  spec.depth = cfg.queue_depth;
-  spec.workers = cfg.effective_threads();
+  PipelineSpec spec = make_spec(op, file, dev, offset, size, layout, cfg);
   spec.pool = &pool;
   spec.make_mover = [&device] { return std::make_unique<DeviceMover>(device); };
-  PipelineResult pr;
-  try {
-    pr = run_pipeline(spec);
-  } catch (...) {
-    stats().record(Path::bounce, direction(op), 0, 0, since_ns(t0), true);
-    throw;
-  }
-  const std::uint64_t ns = since_ns(t0);
-  stats().record(Path::bounce, direction(op), size, pr.ios, ns, false);
+  const PipelineResult pr = run_and_record(Path::bounce, spec);
   std::string how = direct ? fmt::format("O_DIRECT via {} pinned buffers of {}", pool.count(),
                                          format_size(pool.buffer_size()))
                            : "buffered: " + (cfg.direct_io ? file.direct_reason()
                                                            : std::string("direct I/O disabled by configuration"));
-  return {size, Path::bounce, std::move(how), static_cast<double>(ns) / 1e9, pr.ios};
+  return {size, Path::bounce, std::move(how), static_cast<double>(pr.nanoseconds) / 1e9, pr.ios};
 }
 
 TransferResult posix_transfer(IoOp op, const File& file, std::byte* dev, std::uint64_t size,

@@ -3,8 +3,6 @@
 // direct I/O. The work itself is the shared pipeline (pipeline.hpp).
 #include "host_path.hpp"
 
-#include <chrono>
-
 #include <fmt/format.h>
 
 #include "chunk_layout.hpp"
@@ -12,7 +10,6 @@
 #include "sluice/error.hpp"
 #include "sluice/io_engine.hpp"
 #include "sluice/staging_pool.hpp"
-#include "sluice/stats.hpp"
 
 namespace sluice::detail {
 namespace {
@@ -33,7 +30,6 @@ std::string host_reason(const File& file, const Config& cfg, bool use_direct, co
 
 TransferResult execute(IoOp op, const File& file, std::byte* user, std::uint64_t size,
                        std::uint64_t offset, const Config& cfg) {
-  const auto t0 = std::chrono::steady_clock::now();
   const bool direct = cfg.direct_io && file.has_direct();
   StagingPool* pool = direct ? &host_staging_pool() : nullptr;
   const std::uint64_t io_size =
@@ -41,36 +37,13 @@ TransferResult execute(IoOp op, const File& file, std::byte* user, std::uint64_t
   const bool use_direct = direct && std::max<std::uint64_t>(file.offset_align(), 4096) <= io_size;
   const ChunkLayout layout(op, offset, size, reinterpret_cast<std::uintptr_t>(user), use_direct,
                            file.offset_align(), file.mem_align(), io_size);
-  PipelineSpec spec;
-  spec.op = op;
-  spec.file = &file;
-  spec.user = user;
-  spec.start = offset;
-  spec.size = size;
-  spec.layout = &layout;
-  spec.engine = resolve_engine(cfg.engine);
-  spec.depth = cfg.queue_depth;
-  spec.workers = cfg.effective_threads();
+  PipelineSpec spec = make_spec(op, file, user, offset, size, layout, cfg);
   // Only a layout with staged chunks needs the pool; handing it over anyway makes each thread's
   // ring register (fault in and pin) the whole pool on first use, for nothing.
   spec.pool = layout.staged_count() > 0 ? pool : nullptr;
-
-  const Direction dir = op == IoOp::read ? Direction::read : Direction::write;
-  auto elapsed_ns = [&] {
-    return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                          std::chrono::steady_clock::now() - t0)
-                                          .count());
-  };
-  PipelineResult pr;
-  try {
-    pr = run_pipeline(spec);
-  } catch (...) {
-    stats().record(Path::host, dir, 0, 0, elapsed_ns(), true);
-    throw;
-  }
-  const std::uint64_t ns = elapsed_ns();
-  stats().record(Path::host, dir, size, pr.ios, ns, false);
-  return {size, Path::host, host_reason(file, cfg, use_direct, layout), static_cast<double>(ns) / 1e9, pr.ios};
+  const PipelineResult pr = run_and_record(Path::host, spec);
+  return {size, Path::host, host_reason(file, cfg, use_direct, layout),
+          static_cast<double>(pr.nanoseconds) / 1e9, pr.ios};
 }
 
 }  // namespace

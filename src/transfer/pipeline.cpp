@@ -10,6 +10,7 @@
 #include "pipeline.hpp"
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
@@ -373,6 +374,40 @@ void participate(const std::shared_ptr<Job>& job) {
 
 }  // namespace
 
+PipelineSpec make_spec(IoOp op, const File& file, std::byte* user, std::uint64_t offset,
+                       std::uint64_t size, const ChunkLayout& layout, const Config& cfg) {
+  PipelineSpec spec;
+  spec.op = op;
+  spec.file = &file;
+  spec.user = user;
+  spec.start = offset;
+  spec.size = size;
+  spec.layout = &layout;
+  spec.engine = resolve_engine(cfg.engine);
+  spec.depth = cfg.queue_depth;
+  spec.workers = cfg.effective_threads();
+  return spec;
+}
+
+PipelineResult run_and_record(Path path, const PipelineSpec& spec) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto elapsed = [&] {
+    return static_cast<std::uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
+  };
+  const Direction dir = spec.op == IoOp::read ? Direction::read : Direction::write;
+  PipelineResult r;
+  try {
+    r = run_pipeline(spec);
+  } catch (...) {
+    stats().record(path, dir, 0, 0, elapsed(), true);
+    throw;
+  }
+  r.nanoseconds = elapsed();
+  stats().record(path, dir, spec.size, r.ios, r.nanoseconds, false);
+  return r;
+}
+
 PipelineResult run_pipeline(const PipelineSpec& spec) {
   auto job = std::make_shared<Job>(spec);
   const std::uint64_t chunks = spec.layout->count();
@@ -389,7 +424,7 @@ PipelineResult run_pipeline(const PipelineSpec& spec) {
     job->cv.wait(lock, [&] { return job->active == 0; });
   }
   if (job->error) std::rethrow_exception(job->error);
-  return {job->ios.load()};
+  return {job->ios.load(), 0};
 }
 
 }  // namespace sluice::detail

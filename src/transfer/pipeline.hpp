@@ -11,7 +11,9 @@
 #include <memory>
 
 #include "chunk_layout.hpp"
+#include "sluice/config.hpp"
 #include "sluice/file.hpp"
+#include "sluice/path.hpp"
 #include "sluice/io_engine.hpp"
 #include "sluice/staging_pool.hpp"
 
@@ -54,10 +56,19 @@ struct PipelineSpec {
 
 struct PipelineResult {
   std::uint64_t ios = 0;
+  std::uint64_t nanoseconds = 0;  ///< wall time, set by run_and_record
 };
+
+/// The fields every path fills the same way: the request, its layout and the configuration's
+/// engine, queue depth and worker count. The caller adds the pool and mover it needs.
+[[nodiscard]] PipelineSpec make_spec(IoOp op, const File& file, std::byte* user, std::uint64_t offset,
+                                     std::uint64_t size, const ChunkLayout& layout, const Config& cfg);
 
 /// Runs the request; throws the first Error any worker met (after every worker has stopped and
 /// every buffer is back in the pool).
 PipelineResult run_pipeline(const PipelineSpec& spec);
+
+/// run_pipeline, timed, with the outcome recorded in the stats under `path`.
+PipelineResult run_and_record(Path path, const PipelineSpec& spec);
 
 }  // namespace sluice::detail
