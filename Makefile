@@ -46,7 +46,7 @@ sanitize: sanitize-asan sanitize-tsan
 sanitize-asan: deps
 	cmake --preset asan -B $(BUILD)/asan >/dev/null
 	cmake --build $(BUILD)/asan -j $(JOBS)
-	ctest --test-dir $(BUILD)/asan --output-on-failure -j $(JOBS) --timeout 600 -LE slow
+	ctest --test-dir $(BUILD)/asan --output-on-failure -j $(JOBS) --timeout 600 -LE "slow|install"
 
 sanitize-tsan: deps
 	cmake --preset tsan -B $(BUILD)/tsan >/dev/null
