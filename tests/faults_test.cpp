@@ -26,17 +26,8 @@ namespace {
 using test::Folder;
 using test::GuardedBuffer;
 using test::TempDir;
+using test::error_of;
 
-template <typename Fn>
-std::optional<Error> error_of(Fn fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e;
-  }
-  ADD_FAILURE() << "no Error thrown";
-  return std::nullopt;
-}
 
 bool contains(const std::string& s, std::string_view part) { return s.find(part) != std::string::npos; }
 

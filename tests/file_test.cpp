@@ -15,18 +15,8 @@ namespace {
 
 using test::Folder;
 using test::TempDir;
+using test::error_of;
 
-// The Error that `fn` throws; fails when it throws none.
-template <typename Fn>
-std::optional<Error> error_of(Fn fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e;
-  }
-  ADD_FAILURE() << "no Error thrown";
-  return std::nullopt;
-}
 
 TEST(File, MissingFileNamesThePath) {
   TempDir dir("/tmp");

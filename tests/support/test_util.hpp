@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "sluice/config.hpp"
+#include "sluice/error.hpp"
 #include "sluice/io_engine.hpp"
 #include "sluice/transfer.hpp"
 
@@ -138,5 +139,18 @@ class ScopedEnv {
 int shell(const std::string& cmd);
 /// Single-quotes `s` for /bin/sh.
 [[nodiscard]] std::string shell_quote(std::string_view s);
+
+/// The sluice::Error that `fn` throws; records a test failure (and returns nullopt) when it
+/// throws none.
+template <typename Fn>
+std::optional<Error> error_of(Fn fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e;
+  }
+  ADD_FAILURE() << "no Error thrown";
+  return std::nullopt;
+}
 
 }  // namespace sluice::test
