@@ -51,7 +51,7 @@ sanitize-asan: deps
 sanitize-tsan: deps
 	cmake --preset tsan -B $(BUILD)/tsan >/dev/null
 	cmake --build $(BUILD)/tsan -j $(JOBS)
-	ctest --test-dir $(BUILD)/tsan --output-on-failure -j $(JOBS) --timeout 600 -L concurrency
+	TSAN_OPTIONS="suppressions=$(CURDIR)/tests/tsan.supp $${TSAN_OPTIONS:-}" ctest --test-dir $(BUILD)/tsan --output-on-failure -j $(JOBS) --timeout 600 -L concurrency
 
 format:
 	git ls-files '*.cpp' '*.hpp' '*.h' '*.c' | xargs clang-format -i
