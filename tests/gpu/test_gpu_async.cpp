@@ -14,6 +14,7 @@
 
 #include "gpu/cufile_api.hpp"
 #include "gpu_test_util.hpp"
+#include "sluice/units.hpp"
 
 namespace sluice {
 namespace {
@@ -23,8 +24,6 @@ using gpu_test::DeviceMemory;
 using gpu_test::throws_error;
 using test::Folder;
 
-constexpr std::uint64_t KiB = 1024;
-constexpr std::uint64_t MiB = 1024 * KiB;
 
 class Async : public ::testing::TestWithParam<std::string> {
  protected:

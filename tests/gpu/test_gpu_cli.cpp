@@ -21,8 +21,6 @@ namespace {
 using gpu_test::contains;
 using test::shell_quote;
 
-constexpr std::uint64_t KiB = 1024;
-constexpr std::uint64_t MiB = 1024 * KiB;
 
 struct CliRun {
   int rc = -1;

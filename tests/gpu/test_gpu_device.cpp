@@ -16,6 +16,7 @@
 
 #include "gpu/sim_device.hpp"
 #include "gpu_test_util.hpp"
+#include "sluice/units.hpp"
 
 namespace sluice {
 namespace {
@@ -440,7 +441,6 @@ TEST(OpenDevice, AnOrdinalPastTheLastGpuSaysHowManyThereAre) {
   EXPECT_EQ(d.get(), open_device("cuda:0").get());
 }
 
-constexpr std::size_t MiB = std::size_t{1} << 20;
 
 TEST(SimModel, NameStatesTheModel) {
   detail::SimDevice limited(detail::SimModel{2.5, 7});

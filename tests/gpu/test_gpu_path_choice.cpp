@@ -14,6 +14,7 @@
 
 #include "gpu/cufile_api.hpp"
 #include "gpu_test_util.hpp"
+#include "sluice/units.hpp"
 #include "sluice/stats.hpp"
 
 namespace sluice {
@@ -24,7 +25,6 @@ using gpu_test::DeviceMemory;
 using gpu_test::throws_error;
 using test::Folder;
 
-constexpr std::uint64_t MiB = 1 << 20;
 
 // The devices of this process: sim, and cuda:0 when the fake libcuda is loaded.
 std::vector<std::shared_ptr<Device>> devices() {

@@ -21,6 +21,7 @@
 #include "gpu/cufile_api.hpp"
 #include "gpu/sim_device.hpp"
 #include "gpu_test_util.hpp"
+#include "sluice/units.hpp"
 #include "sluice/staging_pool.hpp"
 #include "sluice/stats.hpp"
 #include "transfer/gpu_paths.hpp"
@@ -34,8 +35,6 @@ using test::Folder;
 
 constexpr std::byte sentinel{0xA5};
 constexpr std::size_t guard = 4096;  // untouched device bytes checked after the target range
-constexpr std::uint64_t KiB = 1024;
-constexpr std::uint64_t MiB = 1024 * KiB;
 
 struct Case {
   std::string device;  // "sim" or "cuda:0"

@@ -12,6 +12,7 @@
 #include "gpu/cuda_device.hpp"
 #include "gpu/cufile_api.hpp"
 #include "gpu_test_util.hpp"
+#include "sluice/units.hpp"
 #include "transfer/gpu_paths.hpp"
 
 namespace sluice {
@@ -21,8 +22,6 @@ using gpu_test::contains;
 using gpu_test::DeviceMemory;
 using test::Folder;
 
-constexpr std::uint64_t KiB = 1024;
-constexpr std::uint64_t MiB = 1024 * KiB;
 
 // Without a GPU every test skips; the marker lets CTest report the entry as skipped, not passed.
 class NoGpuMarker : public ::testing::Environment {
