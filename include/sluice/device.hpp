@@ -36,6 +36,36 @@ struct DeviceInfo {
 using StreamHandle = void*;
 using EventHandle = void*;
 
+namespace detail {
+class GateSlots;
+}
+
+/// A gate later work on a stream can wait behind (Device::wait_gate) while the work it stands
+/// for runs off the stream. Opening it (once, from any thread) lets the stream go on; a gate
+/// destroyed closed opens itself, so a stream never waits on a gate nobody holds. Move-only.
+class StreamGate {
+ public:
+  StreamGate() = default;
+  StreamGate(std::shared_ptr<detail::GateSlots> slots, std::uint32_t index, std::uint32_t target) noexcept;
+  StreamGate(StreamGate&& o) noexcept;
+  StreamGate& operator=(StreamGate&& o) noexcept;
+  StreamGate(const StreamGate&) = delete;
+  StreamGate& operator=(const StreamGate&) = delete;
+  ~StreamGate();
+
+  void open() noexcept;
+  /// Which word of the device's gate memory the stream watches, and the value that opens the
+  /// gate (cyclic >=, as CU_STREAM_WAIT_VALUE_GEQ compares). Safe to read while another thread
+  /// opens the gate.
+  [[nodiscard]] std::uint32_t index() const noexcept { return index_; }
+  [[nodiscard]] std::uint32_t target() const noexcept { return target_; }
+
+ private:
+  std::shared_ptr<detail::GateSlots> slots_;
+  std::uint32_t index_ = 0;
+  std::uint32_t target_ = 0;
+};
+
 class Device {
  public:
   virtual ~Device() = default;
@@ -60,6 +90,14 @@ class Device {
   /// `s` waits for fn to return. fn must not call into the device (CUDA's cuLaunchHostFunc rule).
   virtual void launch_host_func(StreamHandle s, void (*fn)(void*), void* arg) = 0;
   virtual void synchronize(StreamHandle s) = 0;
+
+  /// A closed gate (see StreamGate). Throws an Error when the device cannot gate streams.
+  [[nodiscard]] virtual StreamGate make_gate() = 0;
+  /// Later work on `s` waits until `gate` opens, polled by the device (cuStreamWaitValue32 on the
+  /// gate's word) rather than by a blocked host thread, so stream-ordered work may run off the
+  /// stream and use the device itself. Throws an Error when the device cannot (the driver lacks
+  /// stream memory operations); callers then wait in a host function instead.
+  virtual void wait_gate(StreamHandle s, const StreamGate& gate) = 0;
 
   [[nodiscard]] virtual EventHandle create_event() = 0;
   virtual void destroy_event(EventHandle e) noexcept = 0;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <future>
 #include <memory>
 #include <optional>
@@ -70,6 +71,14 @@ std::future<TransferResult> read_on_stream(const File& file, void* buf, std::uin
 std::future<TransferResult> write_on_stream(const File& file, const void* buf, std::uint64_t size,
                                             std::uint64_t offset, StreamHandle stream,
                                             TransferOptions options);
+
+/// The building block of the stream-ordered forms, for callers whose arguments are only known
+/// when the stream reaches the call (cuFileReadAsync reads its size and offsets then): `work`
+/// starts on the thread pool once the work already on `stream` has finished, and later work on
+/// `stream` waits until it has returned or thrown. `work` may use the device; the stream waits
+/// without holding a CUDA host-function thread. The future carries its result or exception.
+std::future<TransferResult> run_on_stream(const std::shared_ptr<Device>& device, StreamHandle stream,
+                                          std::function<TransferResult()> work);
 
 /// One entry of a batch: many (file, offset, size, buffer) transfers submitted at once.
 struct BatchEntry {

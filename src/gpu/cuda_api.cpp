@@ -74,6 +74,9 @@ Loaded* load() {
   }
   SLUICE_CUDA_ENTRY_POINTS(SLUICE_CUDA_BIND)
 #undef SLUICE_CUDA_BIND
+#define SLUICE_CUDA_BIND_OPTIONAL(name, params) (void)bind(handle, l->api.name, #name);
+  SLUICE_CUDA_OPTIONAL_ENTRY_POINTS(SLUICE_CUDA_BIND_OPTIONAL)
+#undef SLUICE_CUDA_BIND_OPTIONAL
 
   // From here on result_text can name codes, including cuInit's.
   loaded_api.store(&l->api, std::memory_order_release);

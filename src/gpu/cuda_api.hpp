@@ -47,6 +47,8 @@ inline constexpr unsigned memorytype_device = 2;
 
 // Flags.
 inline constexpr unsigned memhostalloc_portable = 0x01;     // CU_MEMHOSTALLOC_PORTABLE
+inline constexpr unsigned memhostalloc_devicemap = 0x02;    // CU_MEMHOSTALLOC_DEVICEMAP
+inline constexpr unsigned stream_wait_value_geq = 0x0;      // CU_STREAM_WAIT_VALUE_GEQ
 inline constexpr unsigned memhostregister_portable = 0x01;  // CU_MEMHOSTREGISTER_PORTABLE
 inline constexpr unsigned stream_non_blocking = 0x1;        // CU_STREAM_NON_BLOCKING
 inline constexpr unsigned event_disable_timing = 0x2;       // CU_EVENT_DISABLE_TIMING
@@ -84,12 +86,21 @@ inline constexpr unsigned event_disable_timing = 0x2;       // CU_EVENT_DISABLE_
   X(cuEventRecord, (CUevent event, CUstream stream))                                           \
   X(cuEventQuery, (CUevent event))                                                             \
   X(cuEventSynchronize, (CUevent event))
+
+// Entry points sluice can do without: a driver that lacks them still serves every path, and the
+// feature that needs them falls back (stream memory operations: stream-ordered transfers wait in
+// a host function instead, see docs/paths.md). Null when missing.
+#define SLUICE_CUDA_OPTIONAL_ENTRY_POINTS(X)                                                   \
+  X(cuMemHostGetDevicePointer_v2, (CUdeviceptr* dptr, void* p, unsigned int flags))            \
+  X(cuStreamWaitValue32_v2, (CUstream stream, CUdeviceptr addr, unsigned int value, unsigned int flags))
 // clang-format on
 
-/// Typed pointers to the loaded driver's entry points; all non-null once loaded.
+/// Typed pointers to the loaded driver's entry points; all non-null once loaded, except the
+/// optional ones.
 struct Api {
 #define SLUICE_CUDA_MEMBER(name, params) CUresult(*name) params = nullptr;
   SLUICE_CUDA_ENTRY_POINTS(SLUICE_CUDA_MEMBER)
+  SLUICE_CUDA_OPTIONAL_ENTRY_POINTS(SLUICE_CUDA_MEMBER)
 #undef SLUICE_CUDA_MEMBER
 
   int driver_version = 0;  ///< cuDriverGetVersion: 1000*major + 10*minor

@@ -6,11 +6,14 @@
 #include "gpu/cuda_device.hpp"
 
 #include <cstdint>
+#include <memory>
+#include <mutex>
 #include <string_view>
 
 #include <fmt/format.h>
 
 #include "gpu/cuda_api.hpp"
+#include "gpu/stream_gate.hpp"
 #include "sluice/error.hpp"
 
 namespace sluice::detail {
@@ -78,6 +81,10 @@ class CudaDevice final : public Device {
   // reference is right while the process runs; once exit() is tearing libcuda down no call is
   // safe, and the OS reclaims the context anyway.
   ~CudaDevice() override {
+    {
+      std::lock_guard lock(gates_mutex_);
+      gates_.reset();  // frees the gate pages while the context is still ours
+    }
     if (!process_exiting()) api_.cuDevicePrimaryCtxRelease_v2(dev_);
   }
 
@@ -179,6 +186,54 @@ class CudaDevice final : public Device {
     check(api_.cuStreamSynchronize(static_cast<CUstream>(s)), "cuStreamSynchronize");
   }
 
+  [[nodiscard]] StreamGate make_gate() override {
+    if (api_.cuStreamWaitValue32_v2 == nullptr || api_.cuMemHostGetDevicePointer_v2 == nullptr) {
+      throw Error(ErrorDomain::cuda, error_not_found, {.op = "cuStreamWaitValue32"},
+                  fmt::format("{} has no stream memory operations (cuStreamWaitValue32_v2)", api_.library));
+    }
+    std::shared_ptr<GateSlots> slots;
+    {
+      std::lock_guard lock(gates_mutex_);
+      if (!gates_) {
+        // Pinned and mapped (DEVICEMAP), so the GPU can poll the words over the bus; PORTABLE,
+        // so a stream of any context can. Freed only while the process is not exiting.
+        gates_ = std::make_shared<GateSlots>(
+            [this](std::size_t bytes) {
+              make_current();
+              void* p = nullptr;
+              check(api_.cuMemHostAlloc(&p, bytes, memhostalloc_portable | memhostalloc_devicemap),
+                    "cuMemHostAlloc", fmt::format("{} bytes for stream gates", bytes));
+              CUdeviceptr dptr = 0;
+              if (const CUresult r = api_.cuMemHostGetDevicePointer_v2(&dptr, p, 0); r != success) {
+                api_.cuMemFreeHost(p);
+                check(r, "cuMemHostGetDevicePointer");
+              }
+              return GateSlots::Page{static_cast<std::uint32_t*>(p), dptr};
+            },
+            // The slots may outlive this device (a gate still held): no `this` here.
+            [api = &api_, ctx = ctx_](const GateSlots::Page& page) {
+              if (!process_exiting() && api->cuCtxSetCurrent(ctx) == success) api->cuMemFreeHost(page.host);
+            });
+      }
+      slots = gates_;
+    }
+    const auto claim = slots->acquire();
+    return {std::move(slots), claim.index, claim.target};
+  }
+
+  void wait_gate(StreamHandle s, const StreamGate& gate) override {
+    std::shared_ptr<GateSlots> slots;
+    {
+      std::lock_guard lock(gates_mutex_);
+      slots = gates_;
+    }
+    if (!slots) throw_usage_error({.op = "wait_gate"}, "the gate was not made by this device");
+    make_current();
+    check(api_.cuStreamWaitValue32_v2(static_cast<CUstream>(s), slots->device_address(gate.index()),
+                                      gate.target(), stream_wait_value_geq),
+          "cuStreamWaitValue32");
+  }
+
   [[nodiscard]] EventHandle create_event() override {
     make_current();
     CUevent e = nullptr;
@@ -223,6 +278,8 @@ class CudaDevice final : public Device {
   CUdevice dev_ = 0;
   CUcontext ctx_ = nullptr;
   DeviceInfo info_;
+  std::mutex gates_mutex_;
+  std::shared_ptr<GateSlots> gates_;  // made on first use
 };
 
 }  // namespace

@@ -6,6 +6,8 @@
 #include <cstring>
 #include <deque>
 #include <functional>
+#include <future>
+#include <new>
 #include <thread>
 
 #include <fmt/format.h>
@@ -76,6 +78,53 @@ struct SimDevice::Stream {
   std::thread worker;  // last: starts after the members it uses exist
 };
 
+// The device-wide host-function thread: a stream hands it fn and waits until fn has returned.
+struct SimDevice::Callbacks {
+  Callbacks() : worker([this] { run(); }) {}
+  ~Callbacks() {
+    {
+      std::lock_guard lock(mutex);
+      stopping = true;
+    }
+    cv.notify_all();
+    worker.join();
+  }
+
+  void run_and_wait(void (*fn)(void*), void* arg) {
+    std::promise<void> done;
+    auto finished = done.get_future();
+    {
+      std::lock_guard lock(mutex);
+      queue.emplace_back([fn, arg, &done] {
+        fn(arg);
+        done.set_value();
+      });
+    }
+    cv.notify_all();
+    finished.wait();
+  }
+
+  void run() {
+    for (;;) {
+      std::function<void()> job;
+      {
+        std::unique_lock lock(mutex);
+        cv.wait(lock, [this] { return stopping || !queue.empty(); });
+        if (queue.empty()) return;
+        job = std::move(queue.front());
+        queue.pop_front();
+      }
+      job();
+    }
+  }
+
+  std::mutex mutex;
+  std::condition_variable cv;
+  std::deque<std::function<void()>> queue;
+  bool stopping = false;
+  std::thread worker;  // last: starts after the members it uses exist
+};
+
 namespace {
 
 struct SimEvent {
@@ -94,11 +143,13 @@ SimDevice::SimDevice(SimModel model) : model_(model) {
   info_.total_memory = 0;
   engines_[0] = std::make_unique<Engine>();
   engines_[1] = std::make_unique<Engine>();
+  callbacks_ = std::make_unique<Callbacks>();
   default_stream_ = std::make_unique<Stream>();
 }
 
 SimDevice::~SimDevice() {
   default_stream_.reset();
+  callbacks_.reset();
   for (auto& [start, range] : ranges_) {
     if (range.owned) unmap_host_memory(reinterpret_cast<void*>(start), range.size);
   }
@@ -214,7 +265,38 @@ void SimDevice::copy_to_host_async(void* dst, const void* src, std::size_t bytes
 }
 
 void SimDevice::launch_host_func(StreamHandle s, void (*fn)(void*), void* arg) {
-  stream_of(s).push([fn, arg] { fn(arg); });
+  stream_of(s).push([this, fn, arg] { callbacks_->run_and_wait(fn, arg); });
+}
+
+StreamGate SimDevice::make_gate() {
+  std::shared_ptr<GateSlots> slots;
+  {
+    std::lock_guard lock(mutex_);
+    if (!gates_) {
+      // Plain memory: the sim's streams are host threads, which wait on the slots' condition.
+      gates_ = std::make_shared<GateSlots>(
+          [](std::size_t bytes) {
+            return GateSlots::Page{static_cast<std::uint32_t*>(::operator new(bytes, std::align_val_t{64})),
+                                   0};
+          },
+          [](const GateSlots::Page& page) { ::operator delete(page.host, std::align_val_t{64}); });
+    }
+    slots = gates_;
+  }
+  const auto claim = slots->acquire();
+  return {std::move(slots), claim.index, claim.target};
+}
+
+void SimDevice::wait_gate(StreamHandle s, const StreamGate& gate) {
+  std::shared_ptr<GateSlots> slots;
+  {
+    std::lock_guard lock(mutex_);
+    slots = gates_;
+  }
+  if (!slots) {
+    throw_usage_error({.op = "sim wait_gate"}, "the gate was not made by this device");
+  }
+  stream_of(s).push([slots, index = gate.index(), target = gate.target()] { slots->wait(index, target); });
 }
 
 void SimDevice::synchronize(StreamHandle s) {

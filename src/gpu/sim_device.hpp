@@ -2,11 +2,15 @@
 // one copy engine per direction (a mutex), each taking max(memcpy time, latency + bytes/bandwidth)
 // so copies of one direction serialise at the modelled bandwidth while reads, copies in the other
 // direction and host work overlap, as on a real GPU with one copy engine per direction.
+// Host functions of every stream run on one device-wide thread, as CUDA runs them, so a host
+// function that blocks stalls the host functions of other streams here as it does there.
 #pragma once
 
 #include <map>
 #include <memory>
 #include <mutex>
+
+#include "stream_gate.hpp"
 
 #include "sluice/device.hpp"
 
@@ -37,6 +41,8 @@ class SimDevice final : public Device {
   void copy_to_host_async(void* dst, const void* src, std::size_t bytes, StreamHandle s) override;
   void launch_host_func(StreamHandle s, void (*fn)(void*), void* arg) override;
   void synchronize(StreamHandle s) override;
+  [[nodiscard]] StreamGate make_gate() override;
+  void wait_gate(StreamHandle s, const StreamGate& gate) override;
 
   [[nodiscard]] EventHandle create_event() override;
   void destroy_event(EventHandle e) noexcept override;
@@ -52,6 +58,7 @@ class SimDevice final : public Device {
 
   struct Stream;
   struct Engine;
+  struct Callbacks;
 
  private:
   struct Range {
@@ -69,6 +76,8 @@ class SimDevice final : public Device {
   mutable std::mutex mutex_;
   std::map<std::uintptr_t, Range> ranges_;  // start -> range, for pointer queries
   std::unique_ptr<Engine> engines_[2];      // [0] host->device, [1] device->host
+  std::shared_ptr<GateSlots> gates_;        // made on first use, under mutex_
+  std::unique_ptr<Callbacks> callbacks_;    // outlives the streams that hand it work
   std::unique_ptr<Stream> default_stream_;  // for StreamHandle nullptr
 };
 

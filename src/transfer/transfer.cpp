@@ -4,6 +4,10 @@
 
 #include <unistd.h>
 
+#include <atomic>
+#include <exception>
+#include <optional>
+
 #include <fmt/format.h>
 
 #include "../gpu/cufile_api.hpp"
@@ -164,40 +168,104 @@ std::future<TransferResult> write_async(const File& file, const void* buf, std::
 
 namespace {
 
-// Runs on the device's host-function thread, in stream order: starts the transfer on the pool
-// (host functions must not call the device themselves) and holds the stream until it is done.
+// One stream-ordered call. A host function on the caller's stream only hands the work to the
+// pool (CUDA forbids host functions that call the device or wait for device work), and the stream
+// is held behind a gate the device polls (cuStreamWaitValue32), opened when the work is done.
+// Where the driver has no stream memory operations, a second host function holds the stream
+// instead, saying so in the result's reason.
+//
+// The result is delivered when both the work has finished and the caller has finished
+// enqueueing (`pending` counts them down), so the reason names how the stream was really held.
 struct StreamTask {
   std::function<TransferResult()> work;
+  StreamGate gate;
   std::promise<TransferResult> promise;
+  std::promise<void> work_done;  // for the host function that holds the stream in the fallback
+  std::shared_future<void> work_done_future = work_done.get_future().share();
+  std::optional<TransferResult> result;
+  std::exception_ptr error;
+  std::string held_by;  // written by the caller before its countdown
+  std::atomic<int> pending{2};
+
+  void count_down() {
+    if (pending.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+    if (error) {
+      promise.set_exception(error);
+    } else {
+      result->reason += fmt::format("; stream held by {}", held_by);
+      promise.set_value(std::move(*result));
+    }
+  }
 };
 
-void run_stream_task(void* arg) {
-  std::unique_ptr<StreamTask> task(static_cast<StreamTask*>(arg));
-  auto fut = default_pool().submit(std::move(task->work));
-  try {
-    task->promise.set_value(fut.get());
-  } catch (...) {
-    task->promise.set_exception(std::current_exception());
-  }
+using TaskRef = std::shared_ptr<StreamTask>;
+
+// Host function: returns at once.
+void start_stream_task(void* arg) {
+  const std::unique_ptr<TaskRef> ref(static_cast<TaskRef*>(arg));
+  default_pool().post([task = *ref] {
+    try {
+      task->result = task->work();
+    } catch (...) {
+      task->error = std::current_exception();
+    }
+    task->gate.open();
+    task->work_done.set_value();
+    task->count_down();
+  });
 }
 
-std::future<TransferResult> on_stream(StreamHandle stream, const TransferOptions& options,
-                                      std::function<TransferResult()> work) {
-  if (!options.device) throw_usage_error({.op = "stream transfer"}, "a stream-ordered transfer needs options.device");
-  auto task = std::make_unique<StreamTask>();
-  task->work = std::move(work);
-  auto fut = task->promise.get_future();
-  options.device->launch_host_func(stream, &run_stream_task, task.get());
-  (void)task.release();  // owned by run_stream_task from here on
-  return fut;
+// Host function of the fallback: blocks the stream (and this driver's host-function thread)
+// until the work is done.
+void hold_stream_until_done(void* arg) {
+  const std::unique_ptr<TaskRef> ref(static_cast<TaskRef*>(arg));
+  (*ref)->work_done_future.wait();
+}
+
+void launch(Device& device, StreamHandle stream, void (*fn)(void*), const TaskRef& task) {
+  auto ref = std::make_unique<TaskRef>(task);
+  device.launch_host_func(stream, fn, ref.get());
+  (void)ref.release();  // the host function owns it from here on
 }
 
 }  // namespace
 
+std::future<TransferResult> run_on_stream(const std::shared_ptr<Device>& device, StreamHandle stream,
+                                          std::function<TransferResult()> work) {
+  if (!device) throw_usage_error({.op = "stream transfer"}, "a stream-ordered transfer needs a device (options.device)");
+  auto task = std::make_shared<StreamTask>();
+  task->work = std::move(work);
+  auto fut = task->promise.get_future();
+
+  std::string no_gate;
+  try {
+    task->gate = device->make_gate();
+  } catch (const Error& e) {
+    no_gate = e.what();
+  }
+  launch(*device, stream, &start_stream_task, task);
+  // From here on the work may run (and finish) at any moment; only the gate's index and target,
+  // fixed at make_gate, are read.
+  if (no_gate.empty()) {
+    try {
+      device->wait_gate(stream, task->gate);
+      task->held_by = "a device-side wait on a pinned flag";
+    } catch (const Error& e) {
+      no_gate = e.what();
+    }
+  }
+  if (!no_gate.empty()) {
+    launch(*device, stream, &hold_stream_until_done, task);
+    task->held_by = fmt::format("a waiting host function ({})", no_gate);
+  }
+  task->count_down();
+  return fut;
+}
+
 std::future<TransferResult> read_on_stream(const File& file, void* buf, std::uint64_t size,
                                            std::uint64_t offset, StreamHandle stream,
                                            TransferOptions options) {
-  return on_stream(stream, options, [&file, buf, size, offset, options] {
+  return run_on_stream(options.device, stream, [&file, buf, size, offset, options] {
     return read(file, buf, size, offset, options);
   });
 }
@@ -205,7 +273,7 @@ std::future<TransferResult> read_on_stream(const File& file, void* buf, std::uin
 std::future<TransferResult> write_on_stream(const File& file, const void* buf, std::uint64_t size,
                                             std::uint64_t offset, StreamHandle stream,
                                             TransferOptions options) {
-  return on_stream(stream, options, [&file, buf, size, offset, options] {
+  return run_on_stream(options.device, stream, [&file, buf, size, offset, options] {
     return write(file, buf, size, offset, options);
   });
 }

@@ -207,6 +207,111 @@ TEST_P(Async, StreamTransferErrorsArriveThroughTheFuture) {
   dev_->destroy_stream(s);
 }
 
+bool stream_waits_disabled() {
+  const char* f = std::getenv("FAKE_CUDA_FAIL");
+  return f != nullptr && std::string_view(f).find("cuStreamWaitValue32_v2") != std::string_view::npos;
+}
+
+// CUDA runs the host functions of every stream on one driver thread and forbids them to wait for
+// device work. The transfer's host function must only start the work: here the work cannot finish
+// until a host function on another stream, enqueued after it, has run. A host function that held
+// its thread until the work was done would stall both until the work gave up.
+TEST_P(Async, StreamTransferLeavesTheHostFunctionThreadFree) {
+  if (stream_waits_disabled()) GTEST_SKIP() << "this entry disables stream memory operations";
+  struct Flag {
+    std::atomic<bool> set{false};
+    static void raise(void* arg) { static_cast<Flag*>(arg)->set = true; }
+  };
+  Flag other_stream_ran;
+  std::atomic<bool> work_started{false};
+  std::atomic<bool> work_done{false};
+  const StreamHandle s1 = dev_->create_stream();
+  const StreamHandle s2 = dev_->create_stream();
+  auto fut = run_on_stream(dev_, s1, [&] {
+    work_started = true;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (!other_stream_ran.set.load() && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    if (!other_stream_ran.set.load()) {
+      throw Error(ErrorDomain::usage, 0, {.op = "test"}, "the host function on the other stream never ran");
+    }
+    work_done = true;
+    return TransferResult{.bytes = 1, .path = Path::bounce, .reason = "test work"};
+  });
+  struct Check {  // on s1, behind the transfer: must see the work done
+    std::atomic<bool>* done;
+    std::atomic<bool> saw_done{false};
+    static void run(void* arg) {
+      auto* c = static_cast<Check*>(arg);
+      c->saw_done = c->done->load();
+    }
+  };
+  Check check{&work_done};
+  // Only once the transfer's host function has run (it started the work) may the one on s2 go.
+  while (!work_started.load()) std::this_thread::sleep_for(std::chrono::microseconds(100));
+  // s2 before s1: the fake libcuda runs work when it is enqueued, so enqueueing on s1 blocks there.
+  dev_->launch_host_func(s2, &Flag::raise, &other_stream_ran);
+  dev_->launch_host_func(s1, &Check::run, &check);
+
+  const TransferResult r = fut.get();
+  EXPECT_EQ(r.bytes, 1U);
+  EXPECT_TRUE(contains(r.reason, "stream held by a device-side wait")) << r.reason;
+  dev_->synchronize(s1);
+  EXPECT_TRUE(check.saw_done.load()) << "work behind the transfer on its stream ran before the transfer finished";
+  dev_->destroy_stream(s1);
+  dev_->destroy_stream(s2);
+}
+
+// A driver without cuStreamWaitValue32 (FAKE_CUDA_FAIL makes the fake refuse it): the stream is
+// held by a host function instead, the transfer is still correct and the reason says so.
+TEST_P(Async, WithoutStreamMemoryOperationsAHostFunctionHoldsTheStream) {
+  if (!stream_waits_disabled() || GetParam() == "sim") {
+    GTEST_SKIP() << "for the fake libcuda with FAKE_CUDA_FAIL=cuStreamWaitValue32_v2";
+  }
+  const std::uint64_t n = MiB + 17;
+  const std::string path = dir_->file("h.bin");
+  const auto data = test::random_bytes(n, 8);
+  test::write_file(path, data);
+  const File f = File::open(path, OpenMode::read);
+  DeviceMemory mem(dev_, n);
+  std::vector<std::byte> host(n);
+  const StreamHandle s = dev_->create_stream();
+  auto fut = read_on_stream(f, mem.data(), n, 0, s, options());
+  dev_->copy_to_host_async(host.data(), mem.data(), n, s);
+  dev_->synchronize(s);
+  const TransferResult r = fut.get();
+  EXPECT_EQ(r.bytes, n);
+  EXPECT_TRUE(contains(r.reason, "stream held by a waiting host function")) << r.reason;
+  EXPECT_TRUE(contains(r.reason, "cuStreamWaitValue32")) << r.reason;
+  EXPECT_TRUE(test::same_bytes(host, data)) << "work behind the transfer ran before its bytes were there";
+  dev_->destroy_stream(s);
+}
+
+// Gates are words reused as soon as they open: far more stream transfers than a page has words,
+// one after another and many at once, all keep their order.
+TEST_P(Async, ManyMoreStreamTransfersThanGateWords) {
+  constexpr int per_wave = 2500;  // more than two pages of gate words closed at once
+  const StreamHandle s = dev_->create_stream();
+  for (int wave = 0; wave < 2; ++wave) {  // the second wave reuses the words the first opened
+    std::atomic<int> ran{0};
+    std::vector<std::future<TransferResult>> futs;
+    futs.reserve(per_wave);
+    for (int i = 0; i < per_wave; ++i) {
+      futs.push_back(run_on_stream(dev_, s, [&ran, i] {
+        const int before = ran.fetch_add(1);
+        return TransferResult{.bytes = static_cast<std::uint64_t>(before == i ? 1 : 0), .reason = "order"};
+      }));
+    }
+    dev_->synchronize(s);
+    int in_order = 0;
+    for (auto& fu : futs) in_order += static_cast<int>(fu.get().bytes);
+    EXPECT_EQ(ran.load(), per_wave);
+    EXPECT_EQ(in_order, per_wave) << "stream-ordered work on one stream ran out of order";
+  }
+  dev_->destroy_stream(s);
+}
+
 TEST_P(Async, ManyStreamsAtOnce) {
   const std::uint64_t size = 4 * MiB;
   const std::string path = dir_->file("m.bin");

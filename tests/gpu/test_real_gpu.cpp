@@ -176,12 +176,45 @@ TEST_F(RealGpu, StreamOrderedReadSeesEarlierWorkAndPrecedesLaterWork) {
   auto fut = read_on_stream(f, mem.data(), n, 0, s, options(Path::bounce));
   dev_->copy_to_host_async(pinned, mem.data(), n, s);
   ASSERT_EQ(fut.wait_for(std::chrono::seconds(120)), std::future_status::ready) << "the stream transfer hung";
-  EXPECT_EQ(fut.get().bytes, n);
+  const TransferResult r = fut.get();
+  EXPECT_EQ(r.bytes, n);
+  EXPECT_TRUE(gpu_test::contains(r.reason, "stream held by a device-side wait")) << r.reason;
   dev_->synchronize(s);
   std::memcpy(host.data(), pinned, n);
   EXPECT_TRUE(test::same_bytes(host, fresh));
   dev_->destroy_stream(s);
   dev_->free_pinned(pinned);
+}
+
+// Many stream-ordered transfers on several streams at once: the driver's host-function thread is
+// shared by every stream, so a transfer that held it would serialise (or stall) the rest.
+TEST_F(RealGpu, ManyStreamTransfersOnSeveralStreams) {
+  constexpr int streams = 4;
+  constexpr int per_stream = 8;
+  constexpr std::uint64_t each = 4 * MiB + 123;
+  const std::string path = dir_->file("streams.bin");
+  const auto data = test::random_bytes(streams * per_stream * each, 33);
+  test::write_file(path, data);
+  const File f = File::open(path, OpenMode::read);
+  DeviceMemory mem(dev_, data.size());
+  std::vector<StreamHandle> s;
+  std::vector<std::future<TransferResult>> futs;
+  for (int i = 0; i < streams; ++i) {
+    s.push_back(dev_->create_stream());
+    for (int k = 0; k < per_stream; ++k) {
+      const std::uint64_t off = static_cast<std::uint64_t>(i * per_stream + k) * each;
+      futs.push_back(read_on_stream(f, mem.data() + off, each, off, s.back(), options(Path::bounce)));
+    }
+  }
+  for (auto& fu : futs) {
+    ASSERT_EQ(fu.wait_for(std::chrono::seconds(120)), std::future_status::ready) << "a stream transfer hung";
+    EXPECT_EQ(fu.get().bytes, each);
+  }
+  for (StreamHandle h : s) {
+    dev_->synchronize(h);
+    dev_->destroy_stream(h);
+  }
+  EXPECT_TRUE(test::same_bytes(mem.download(), data));
 }
 
 TEST_F(RealGpu, PinnedMemoryIsBounded) {

@@ -65,6 +65,7 @@ namespace cu = sluice::detail::cu;
                          std::remove_pointer_t<decltype(&::name)>>(),    \
                 "cuda_api.hpp: " #name " does not match cuda.h");
 SLUICE_CUDA_ENTRY_POINTS(SLUICE_CHECK_ENTRY)
+SLUICE_CUDA_OPTIONAL_ENTRY_POINTS(SLUICE_CHECK_ENTRY)
 #undef SLUICE_CHECK_ENTRY
 
 static_assert(sizeof(cu::CUdeviceptr) == sizeof(::CUdeviceptr));
@@ -87,6 +88,8 @@ static_assert(cu::pointer_attribute_memory_type == CU_POINTER_ATTRIBUTE_MEMORY_T
 static_assert(cu::memorytype_host == CU_MEMORYTYPE_HOST);
 static_assert(cu::memorytype_device == CU_MEMORYTYPE_DEVICE);
 static_assert(cu::memhostalloc_portable == CU_MEMHOSTALLOC_PORTABLE);
+static_assert(cu::memhostalloc_devicemap == CU_MEMHOSTALLOC_DEVICEMAP);
+static_assert(cu::stream_wait_value_geq == CU_STREAM_WAIT_VALUE_GEQ);
 static_assert(cu::memhostregister_portable == CU_MEMHOSTREGISTER_PORTABLE);
 static_assert(cu::stream_non_blocking == CU_STREAM_NON_BLOCKING);
 static_assert(cu::event_disable_timing == CU_EVENT_DISABLE_TIMING);

@@ -3,8 +3,10 @@
 //
 // Device memory is malloc'd and tracked, so pointer queries and copy bounds behave like the
 // driver's; copies and host functions run at once on the calling thread and events are always
-// complete. Like the driver, memory and stream calls need cuInit and a current context, which
-// catches a missing make_current() on a pool thread.
+// complete. A cuStreamWaitValue32 is kept with its stream, and the next call that enqueues on that
+// stream blocks until the word reaches the value. Like the driver, memory and stream calls need
+// cuInit and a current context, which catches a missing make_current() on a pool thread, and a
+// driver call from inside a host function fails with CUDA_ERROR_NOT_PERMITTED.
 //
 // Knobs, read at call time so one test process can change them between calls:
 //   FAKE_CUDA_DEVICES=N               devices (default 1, at most 16); 0: cuInit -> NO_DEVICE
@@ -12,6 +14,7 @@
 // Extra exports for tests: fake_cuda_live_allocations(), fake_cuda_live_handles().
 //
 // Self-contained on purpose (no libsluice, no cuda.h): it is the other side of the ABI.
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -21,6 +24,8 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <thread>
+#include <vector>
 
 #define FAKE_API extern "C" __attribute__((visibility("default")))
 
@@ -52,6 +57,7 @@ constexpr CUresult no_device = 100;
 constexpr CUresult invalid_device = 101;
 constexpr CUresult invalid_context = 201;
 constexpr CUresult invalid_handle = 400;
+constexpr CUresult not_permitted = 800;
 constexpr CUresult already_registered = 712;
 constexpr CUresult not_registered = 713;
 constexpr CUresult unknown = 999;
@@ -68,11 +74,18 @@ struct Block {
   Region kind;
 };
 
+// A cuStreamWaitValue32 not yet satisfied: later work on its stream waits for it.
+struct ValueWait {
+  const std::uint32_t* addr;
+  std::uint32_t value;
+};
+
 struct State {
   std::mutex mu;
   std::map<std::uintptr_t, Block> blocks;  // by start address; ranges never overlap
   std::set<CUstream> streams;
   std::set<CUevent> events;
+  std::map<CUstream, std::vector<ValueWait>> waits;  // per stream (nullptr: the default stream)
   bool initialized = false;
 };
 
@@ -110,12 +123,38 @@ CUresult injected(std::string_view name) {
   return ok;
 }
 
+// Set while a host function runs: CUDA forbids host functions to call the driver, and this
+// fake refuses such calls with CUDA_ERROR_NOT_PERMITTED, as a real driver may deadlock instead.
+thread_local bool in_host_function = false;
+
 #define FAKE_ENTRY()                                        \
   do {                                                      \
+    if (in_host_function) return not_permitted;             \
     if (const CUresult rc = injected(__func__); rc != ok) { \
       return rc;                                            \
     }                                                       \
   } while (false)
+
+// Work here runs when it is enqueued, so work enqueued behind a stream wait runs once the wait is
+// satisfied: the enqueuing call blocks until then (without the lock, so others proceed).
+void drain_waits(CUstream stream) {
+  State& s = state();
+  for (;;) {
+    ValueWait w{};
+    {
+      std::lock_guard lock(s.mu);
+      auto it = s.waits.find(stream);
+      if (it == s.waits.end() || it->second.empty()) return;
+      w = it->second.front();
+    }
+    while (static_cast<std::int32_t>(__atomic_load_n(w.addr, __ATOMIC_ACQUIRE) - w.value) < 0) {
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+    std::lock_guard lock(s.mu);
+    auto& list = s.waits[stream];
+    if (!list.empty()) list.erase(list.begin());
+  }
+}
 
 CUresult need_init() { return state().initialized ? ok : not_initialized; }
 CUresult need_context() {
@@ -384,6 +423,7 @@ FAKE_API CUresult cuStreamDestroy_v2(CUstream stream) {
   State& s = state();
   std::lock_guard lock(s.mu);
   if (s.streams.erase(stream) == 0) return invalid_handle;
+  s.waits.erase(stream);
   delete stream;
   return ok;
 }
@@ -391,6 +431,7 @@ FAKE_API CUresult cuStreamDestroy_v2(CUstream stream) {
 FAKE_API CUresult cuStreamSynchronize(CUstream stream) {
   FAKE_ENTRY();
   if (const CUresult r = need_context(); r != ok) return r;
+  drain_waits(stream);
   State& s = state();
   std::lock_guard lock(s.mu);
   return valid_stream(s, stream) ? ok : invalid_handle;
@@ -400,6 +441,7 @@ FAKE_API CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void* src, std::si
                                        CUstream stream) {
   FAKE_ENTRY();
   if (const CUresult r = need_context(); r != ok) return r;
+  drain_waits(stream);
   State& s = state();
   std::lock_guard lock(s.mu);
   if (const CUresult r = copy_check(s, dst, src, bytes, stream); r != ok) return r;
@@ -411,6 +453,7 @@ FAKE_API CUresult cuMemcpyDtoHAsync_v2(void* dst, CUdeviceptr src, std::size_t b
                                        CUstream stream) {
   FAKE_ENTRY();
   if (const CUresult r = need_context(); r != ok) return r;
+  drain_waits(stream);
   State& s = state();
   std::lock_guard lock(s.mu);
   if (const CUresult r = copy_check(s, src, dst, bytes, stream); r != ok) return r;
@@ -421,13 +464,43 @@ FAKE_API CUresult cuMemcpyDtoHAsync_v2(void* dst, CUdeviceptr src, std::size_t b
 FAKE_API CUresult cuLaunchHostFunc(CUstream stream, CUhostFn fn, void* user_data) {
   FAKE_ENTRY();
   if (const CUresult r = need_context(); r != ok) return r;
+  drain_waits(stream);
   if (fn == nullptr) return invalid_value;
   {
     State& s = state();
     std::lock_guard lock(s.mu);
     if (!valid_stream(s, stream)) return invalid_handle;
   }
+  in_host_function = true;
   fn(user_data);  // everything before it on the stream is already done
+  in_host_function = false;
+  return ok;
+}
+
+FAKE_API CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr* dptr, void* p, unsigned int flags) {
+  FAKE_ENTRY();
+  if (const CUresult r = need_context(); r != ok) return r;
+  if (dptr == nullptr || flags != 0) return invalid_value;
+  State& s = state();
+  std::lock_guard lock(s.mu);
+  const auto it = find_block(s, reinterpret_cast<std::uintptr_t>(p));
+  if (it == s.blocks.end() || it->second.kind != Region::host_alloc) return invalid_value;
+  *dptr = reinterpret_cast<std::uintptr_t>(p);  // unified addressing: the same address
+  return ok;
+}
+
+// Only CU_STREAM_WAIT_VALUE_GEQ (0), on a word of cuMemHostAlloc memory.
+FAKE_API CUresult cuStreamWaitValue32_v2(CUstream stream, CUdeviceptr addr, unsigned int value,
+                                         unsigned int flags) {
+  FAKE_ENTRY();
+  if (const CUresult r = need_context(); r != ok) return r;
+  if (flags != 0 || addr % alignof(std::uint32_t) != 0) return invalid_value;
+  State& s = state();
+  std::lock_guard lock(s.mu);
+  if (!valid_stream(s, stream)) return invalid_handle;
+  const auto it = find_block(s, static_cast<std::uintptr_t>(addr));
+  if (it == s.blocks.end() || it->second.kind != Region::host_alloc) return invalid_value;
+  s.waits[stream].push_back({reinterpret_cast<const std::uint32_t*>(static_cast<std::uintptr_t>(addr)), value});
   return ok;
 }
 
@@ -455,6 +528,7 @@ FAKE_API CUresult cuEventDestroy_v2(CUevent event) {
 FAKE_API CUresult cuEventRecord(CUevent event, CUstream stream) {
   FAKE_ENTRY();
   if (const CUresult r = need_context(); r != ok) return r;
+  drain_waits(stream);
   State& s = state();
   std::lock_guard lock(s.mu);
   if (s.events.count(event) == 0 || !valid_stream(s, stream)) return invalid_handle;
