@@ -109,7 +109,9 @@ class Device {
   /// Makes this device current on the calling thread (the CUDA context); a no-op for sim.
   virtual void make_current() = 0;
 
-  /// Synchronous copies, for tests and the posix path.
+  /// Synchronous copies on the default stream, for tests and tools. The transfer paths copy on
+  /// their own non-blocking streams instead: work on the legacy default stream waits for every
+  /// blocking stream, one held behind a stream-ordered transfer's gate included.
   void copy_to_device(void* dst, const void* src, std::size_t bytes);
   void copy_to_host(void* dst, const void* src, std::size_t bytes);
 

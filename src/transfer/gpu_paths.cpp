@@ -96,6 +96,37 @@ class CopyStreams {
   }
 };
 
+// A pooled copy stream for synchronous copies. Sluice never copies on the legacy default stream:
+// work there waits for every blocking stream, including a caller's stream that is waiting behind
+// a stream-ordered transfer's gate for this very copy (docs/paths.md).
+class PooledStream {
+ public:
+  explicit PooledStream(Device& dev) : dev_(dev), cs_(CopyStreams::take(dev)) {}
+  ~PooledStream() {
+    try {
+      dev_.synchronize(cs_.stream);
+      CopyStreams::give_back(dev_, std::move(cs_));
+    } catch (...) {
+      // A stream that failed to synchronise is not reused (nor destroyed: it may be busy).
+    }
+  }
+  PooledStream(const PooledStream&) = delete;
+  PooledStream& operator=(const PooledStream&) = delete;
+
+  void copy_to_device(void* dst, const void* src, std::size_t n) {
+    dev_.copy_to_device_async(dst, src, n, cs_.stream);
+    dev_.synchronize(cs_.stream);
+  }
+  void copy_to_host(void* dst, const void* src, std::size_t n) {
+    dev_.copy_to_host_async(dst, src, n, cs_.stream);
+    dev_.synchronize(cs_.stream);
+  }
+
+ private:
+  Device& dev_;
+  CopyStream cs_;
+};
+
 // Asynchronous copies on one stream per worker; a ticket is an event recorded after the copy.
 // Copies on one stream complete in order, matching the worker's oldest-first bookkeeping.
 class DeviceMover final : public Mover {
@@ -189,9 +220,10 @@ TransferResult posix_transfer(IoOp op, const File& file, std::byte* dev, std::ui
   std::uint64_t ios = 0;
   device.make_current();
   try {
+    PooledStream copies(device);
     for (std::uint64_t pos = 0; pos < size;) {
       const std::uint64_t n = std::min(piece, size - pos);
-      if (op == IoOp::write) device.copy_to_host(host.data(), dev + pos, n);
+      if (op == IoOp::write) copies.copy_to_host(host.data(), dev + pos, n);
       std::uint64_t done = 0;
       while (done < n) {
         const auto at = static_cast<off_t>(offset + pos + done);
@@ -211,7 +243,7 @@ TransferResult posix_transfer(IoOp op, const File& file, std::byte* dev, std::ui
         }
         done += static_cast<std::uint64_t>(r);
       }
-      if (op == IoOp::read) device.copy_to_device(dev + pos, host.data(), n);
+      if (op == IoOp::read) copies.copy_to_device(dev + pos, host.data(), n);
       pos += n;
     }
   } catch (...) {

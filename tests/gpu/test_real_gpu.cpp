@@ -11,6 +11,7 @@
 
 #include "gpu/cuda_device.hpp"
 #include "gpu/cufile_api.hpp"
+#include "gpu/cuda_api.hpp"
 #include "gpu_test_util.hpp"
 #include "sluice/units.hpp"
 #include "transfer/gpu_paths.hpp"
@@ -228,6 +229,35 @@ TEST_F(RealGpu, PinnedMemoryIsBounded) {
   EXPECT_LE(pool.high_water(), pool.count());
   EXPECT_EQ(pool.in_use(), 0U);
   EXPECT_EQ(pool.count(), config()->bounce_buffers);
+}
+
+// Last in the file: where a path copied on the legacy default stream, a stream-ordered transfer on
+// the default stream (or on any blocking stream) would wait for itself and hang the process.
+TEST_F(RealGpu, StreamTransfersOnTheDefaultStreamForEveryPath) {
+  const std::uint64_t n = 8 * MiB + 4097;
+  const std::string path = dir_->file("legacy.bin");
+  const auto data = test::random_bytes(n, 34);
+  test::write_file(path, data);
+  const File f = File::open(path, OpenMode::read);
+  // Device::create_stream makes non-blocking streams; applications' streams often block.
+  dev_->make_current();
+  const detail::cu::Api* cuda = detail::cu::driver();
+  ASSERT_NE(cuda, nullptr);
+  detail::cu::CUstream created = nullptr;
+  ASSERT_EQ(cuda->cuStreamCreate(&created, 0), detail::cu::success);
+  const StreamHandle blocking = created;
+  for (const Path p : {Path::bounce, Path::posix}) {
+    for (const StreamHandle s : {StreamHandle{nullptr}, blocking}) {
+      DeviceMemory mem(dev_, n);
+      auto fut = read_on_stream(f, mem.data(), n, 0, s, options(p));
+      ASSERT_EQ(fut.wait_for(std::chrono::seconds(60)), std::future_status::ready)
+          << to_string(p) << " on the " << (s == nullptr ? "default" : "created") << " stream hung";
+      EXPECT_EQ(fut.get().bytes, n);
+      dev_->synchronize(s);
+      EXPECT_TRUE(test::same_bytes(mem.download(), data)) << to_string(p);
+    }
+  }
+  dev_->destroy_stream(blocking);
 }
 
 }  // namespace
