@@ -122,9 +122,11 @@ typedef struct CUfileError {
 /* The text for a code (its absolute value). Exported by the library, not inline here. */
 const char *cufileop_status_error(CUfileOpError status);
 
-/* `err` may be a CUfileOpError or a negative cuFileRead/cuFileWrite result. */
-#define IS_CUFILE_ERR(err) (abs((err)) > CUFILEOP_BASE_ERR)
-#define CUFILE_ERRSTR(err) cufileop_status_error((CUfileOpError)abs((err)))
+/* `err` may be a CUfileOpError or a negative cuFileRead/cuFileWrite result. The int cast is the
+ * conversion abs() makes anyway in NVIDIA's form of these macros; spelled out, -Wextra does not
+ * warn about an ssize_t argument or an enum whose values are all positive. */
+#define IS_CUFILE_ERR(err) (abs((int)(err)) > CUFILEOP_BASE_ERR)
+#define CUFILE_ERRSTR(err) cufileop_status_error((CUfileOpError)abs((int)(err)))
 #define IS_CUDA_ERR(status) ((status).err == CU_FILE_CUDA_DRIVER_ERROR)
 #define CU_FILE_CUDA_ERR(status) ((status).cu_err)
 

@@ -180,6 +180,18 @@ void CuFile::Impl::load() {
     return;
   }
 
+  // libsluice_cufile installed as libcufile.so.0 (its drop-in link on LD_LIBRARY_PATH) would be
+  // found here: using it would send "direct" requests back through libsluice and report a
+  // direct path that never was. A dlopen handle's lookups cover the library's dependencies, so
+  // a libsluice symbol found through it means the library is built on libsluice.
+  if (dlsym(lib, "_ZN6sluice5statsEv") != nullptr) {  // sluice::stats()
+    reason = fmt::format("{}{} is libsluice_cufile (built on libsluice), not NVIDIA's cuFile",
+                         from_env ? "SLUICE_LIBCUFILE=" : "", library);
+    dlclose(lib);  // nothing in it was called
+    lib = nullptr;
+    return;
+  }
+
   // cuFileDriverClose_v2 is what NVIDIA's header binds cuFileDriverClose to; very old
   // libraries only have the unversioned symbol.
   const char* missing = nullptr;  // the first entry point not found

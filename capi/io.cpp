@@ -1,0 +1,208 @@
+// cuFileRead / cuFileWrite, and the transfer the batch and stream APIs share with them.
+#include "io.hpp"
+
+#include <dlfcn.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <chrono>
+#include <climits>
+#include <cstdint>
+#include <cstdlib>
+#include <new>
+
+#include "exports.hpp"
+#include "log.hpp"
+#include "sluice/config.hpp"
+#include "sluice/error.hpp"
+#include "sluice/transfer.hpp"
+#include "state.hpp"
+
+namespace sluice::capi {
+namespace {
+
+// An address inside this library, for dladdr.
+void anchor() {}
+
+LoaderTarget find_loader_target() {
+  const char* env = std::getenv("SLUICE_LIBCUFILE");
+  const std::string name = env != nullptr && *env != '\0' ? env : "libcufile.so.0";
+  // The same lookup the loader makes (it opens with RTLD_NOW | RTLD_LOCAL); a library that is
+  // not this one stays loaded, since the loader is about to open it anyway.
+  void* lib = dlopen(name.c_str(), RTLD_LAZY | RTLD_LOCAL | RTLD_NOLOAD);
+  if (lib == nullptr) lib = dlopen(name.c_str(), RTLD_LAZY | RTLD_LOCAL);
+  if (lib == nullptr) return {};  // nothing to load: the loader reports why itself
+  void* theirs = dlsym(lib, "cuFileDriverOpen");
+  Dl_info a{};
+  Dl_info b{};
+  const bool self = theirs != nullptr && dladdr(theirs, &a) != 0 &&
+                    dladdr(reinterpret_cast<void*>(&anchor), &b) != 0 && a.dli_fbase == b.dli_fbase;
+  if (!self) return {};
+  dlclose(lib);
+  return {true, fmt::format("{}{} is libsluice_cufile itself ({}), not NVIDIA's cuFile",
+                            env != nullptr && *env != '\0' ? "SLUICE_LIBCUFILE=" : "", name,
+                            b.dli_fname != nullptr ? b.dli_fname : "?")};
+}
+
+std::uint64_t micros_since(std::chrono::steady_clock::time_point t0) {
+  return static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0)
+          .count());
+}
+
+IoOutcome cufile_error(CUfileOpError e) {
+  return {-static_cast<ssize_t>(e), 0};
+}
+IoOutcome os_error(int err_no) {
+  return {-1, err_no};
+}
+
+IoOutcome run(const IoRequest& r, std::string_view api) {
+  State& s = State::get();
+  if (const CUfileError_t st = s.ensure_open(); st.err != CU_FILE_SUCCESS)
+    return cufile_error(st.err);
+  const std::shared_ptr<Handle> h = s.find_handle(r.fh);
+  if (!h) {
+    log(LogLevel::info, "{}: handle {} is not registered", api, r.fh);
+    return cufile_error(CU_FILE_HANDLE_NOT_REGISTERED);
+  }
+  const auto size = static_cast<std::uint64_t>(r.size);
+  const auto base = reinterpret_cast<std::uintptr_t>(r.base);
+  if (r.base == nullptr || r.file_offset < 0 || r.buf_offset < 0 || r.size > SSIZE_MAX ||
+      static_cast<std::uint64_t>(r.file_offset) > static_cast<std::uint64_t>(INT64_MAX) - size ||
+      static_cast<std::uint64_t>(r.buf_offset) > UINTPTR_MAX - base ||
+      size > UINTPTR_MAX - base - static_cast<std::uint64_t>(r.buf_offset)) {
+    log(LogLevel::info,
+        "{}: invalid arguments (buffer {}, size {}, file offset {}, buffer offset {})", api, r.base,
+        r.size, r.file_offset, r.buf_offset);
+    return cufile_error(CU_FILE_INVALID_VALUE);
+  }
+  if (const std::size_t len = s.registered_length(r.base);
+      len != 0 && (static_cast<std::uint64_t>(r.buf_offset) > len ||
+                   size > len - static_cast<std::uint64_t>(r.buf_offset))) {
+    log(LogLevel::info, "{}: {} bytes at buffer offset {} run past the {} registered bytes at {}",
+        api, r.size, r.buf_offset, len, r.base);
+    return cufile_error(CU_FILE_INVALID_MAPPING_RANGE);
+  }
+  if (r.size == 0) return {0, 0};
+
+  // Sluice reads through its own descriptors; the caller's must still be open on the same file,
+  // as it would have to be for cuFile.
+  struct stat st {};
+  if (::fstat(h->fd, &st) != 0 || st.st_dev != h->dev || st.st_ino != h->ino) {
+    log(LogLevel::info, "{}: fd {} of handle {} is closed or no longer {}", api, h->fd, h->id,
+        h->name);
+    return os_error(EBADF);
+  }
+  if (r.write ? !h->file.writable() : !h->file.readable()) return os_error(EBADF);
+
+  const std::shared_ptr<Device> dev = s.device();
+  if (!dev) return cufile_error(CU_FILE_DRIVER_CLOSING);
+  auto* buf = const_cast<std::byte*>(static_cast<const std::byte*>(r.base)) + r.buf_offset;
+  TransferOptions opt;
+  opt.device = dev;
+  std::string note;
+  const MemoryKind kind = dev->pointer_kind(buf);
+  if (kind == MemoryKind::device) {
+    const std::string want = config()->path;
+    if (want == "auto" || want == "direct") {
+      const LoaderTarget& t = loader_target();
+      if (t.is_self) {
+        if (want == "direct") {
+          log(LogLevel::info, "{}: path direct requested but {}", api, t.reason);
+          return cufile_error(CU_FILE_IO_NOT_SUPPORTED);
+        }
+        opt.path = Path::bounce;
+        note = "auto: direct unavailable: " + t.reason + "; ";
+      }
+    }
+  }
+  const bool unaligned = (base + static_cast<std::uint64_t>(r.buf_offset)) % 4096 != 0 ||
+                         r.file_offset % 4096 != 0 || r.size % 4096 != 0;
+
+  const auto t0 = std::chrono::steady_clock::now();
+  IoOutcome out;
+  try {
+    const TransferResult res =
+        r.write ? sluice::write(h->file, buf, size, static_cast<std::uint64_t>(r.file_offset), opt)
+                : sluice::read(h->file, buf, size, static_cast<std::uint64_t>(r.file_offset), opt);
+    const std::uint64_t us = micros_since(t0);
+    count_transfer(r.write, true, res.bytes, us, res.path, unaligned);
+    log(LogLevel::info,
+        "{}(handle {}, fd {} {}, {} bytes at {}, {} memory {}+{}) = {} via {} ({}{}) in {} us", api,
+        h->id, h->fd, h->name, r.size, r.file_offset, to_string(kind), r.base, r.buf_offset,
+        res.bytes, to_string(res.path), note, res.reason, us);
+    return {static_cast<ssize_t>(res.bytes), 0};
+  } catch (const Error& e) {
+    switch (e.domain()) {
+      case ErrorDomain::os:
+        out = os_error(e.code());
+        break;
+      case ErrorDomain::data:
+        out = os_error(e.code() != 0 ? e.code() : EIO);
+        break;
+      case ErrorDomain::cufile:
+        out = cufile_error(static_cast<CUfileOpError>(e.code()));
+        break;
+      case ErrorDomain::cuda:
+        out = cufile_error(CU_FILE_CUDA_DRIVER_ERROR);
+        break;
+      case ErrorDomain::usage:
+        out = cufile_error(CU_FILE_INVALID_VALUE);
+        break;
+    }
+    log(LogLevel::info, "{}(handle {}, fd {} {}, {} bytes at {}) failed: {} ({})", api, h->id,
+        h->fd, h->name, r.size, r.file_offset,
+        out.ret == -1 ? fmt::format("-1, errno {}", out.err_no)
+                      : code_name(static_cast<int>(out.ret)),
+        e.what());
+    return out;
+  }
+}
+
+}  // namespace
+
+const LoaderTarget& loader_target() {
+  static const LoaderTarget target = find_loader_target();
+  return target;
+}
+
+IoOutcome run_io(const IoRequest& r, std::string_view api) noexcept {
+  IoOutcome out;
+  try {
+    out = run(r, api);
+  } catch (const std::bad_alloc&) {
+    out = cufile_error(CU_FILE_NOMEM_ERROR);
+  } catch (const std::exception& e) {
+    log(LogLevel::error, "{}: internal error: {}", api, e.what());
+    out = cufile_error(CU_FILE_INTERNAL_ERROR);
+  } catch (...) {
+    log(LogLevel::error, "{}: internal error", api);
+    out = cufile_error(CU_FILE_INTERNAL_ERROR);
+  }
+  // Successes are counted with their path inside run(); every failure, whatever refused it, here.
+  if (out.ret < 0) count_transfer(r.write, false, 0, 0, Path::host, false);
+  return out;
+}
+
+}  // namespace sluice::capi
+
+using sluice::capi::IoOutcome;
+using sluice::capi::IoRequest;
+using sluice::capi::run_io;
+
+CUFILE_API ssize_t cuFileRead(CUfileHandle_t fh, void* bufPtr_base, size_t size, off_t file_offset,
+                              off_t bufPtr_offset) {
+  const IoOutcome o =
+      run_io({false, fh, bufPtr_base, size, file_offset, bufPtr_offset}, "cuFileRead");
+  if (o.ret == -1) errno = o.err_no;
+  return o.ret;
+}
+
+CUFILE_API ssize_t cuFileWrite(CUfileHandle_t fh, const void* bufPtr_base, size_t size,
+                               off_t file_offset, off_t bufPtr_offset) {
+  const IoOutcome o =
+      run_io({true, fh, bufPtr_base, size, file_offset, bufPtr_offset}, "cuFileWrite");
+  if (o.ret == -1) errno = o.err_no;
+  return o.ret;
+}

@@ -1,0 +1,64 @@
+#include "log.hpp"
+
+#include <unistd.h>
+
+#include <string>
+
+#include "sluice/config.hpp"
+
+namespace sluice::capi {
+namespace {
+
+LogLevel parse(std::string_view s) noexcept {
+  if (s == "error") return LogLevel::error;
+  if (s == "info") return LogLevel::info;
+  if (s == "debug") return LogLevel::debug;
+  return LogLevel::warn;
+}
+
+constexpr std::string_view name(LogLevel l) noexcept {
+  switch (l) {
+    case LogLevel::error:
+      return "error";
+    case LogLevel::warn:
+      return "warn";
+    case LogLevel::info:
+      return "info";
+    case LogLevel::debug:
+      return "debug";
+  }
+  return "?";
+}
+
+}  // namespace
+
+bool log_enabled(LogLevel level) noexcept {
+  try {
+    // Read each time: cuFileSetParameterString(CUFILE_PARAM_LOGGING_LEVEL) changes it.
+    return level <= parse(config()->log_level);
+  } catch (...) {  // a bad SLUICE_* value: the driver open reports it; log errors meanwhile
+    return level == LogLevel::error;
+  }
+}
+
+void log_line(LogLevel level, std::string_view text) noexcept {
+  try {
+    std::string line = "sluice_cufile: ";
+    line += name(level);
+    line += ": ";
+    line += text;
+    line += '\n';
+    // One write(2) per line, so lines of concurrent calls do not interleave.
+    const char* p = line.data();
+    std::size_t left = line.size();
+    while (left > 0) {
+      const ssize_t n = ::write(STDERR_FILENO, p, left);
+      if (n <= 0) break;
+      p += n;
+      left -= static_cast<std::size_t>(n);
+    }
+  } catch (...) {
+  }
+}
+
+}  // namespace sluice::capi

@@ -1,0 +1,161 @@
+// libsluice_cufile's process-wide state: the driver's use count and device, the registered file
+// handles, buffers and streams, the cuFile parameters, and the counters behind the cuFile stats
+// API. Every entry point of the library goes through here; see docs/cufile.md for the semantics.
+//
+// Locking: one mutex guards the registries and parameters (short critical sections, never held
+// across I/O). Handles are shared_ptrs, so a transfer keeps its file open even if another thread
+// deregisters the handle or closes the driver meanwhile.
+#pragma once
+
+#include <sys/types.h>
+
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "cufile.h"
+#include "sluice/device.hpp"
+#include "sluice/file.hpp"
+#include "sluice/path.hpp"
+
+namespace sluice::capi {
+
+/// A registered file: the caller's fd (which it keeps and closes itself) and Sluice's own File
+/// on the same inode, reopened through /proc/self/fd so that Sluice can use O_DIRECT on it.
+struct Handle {
+  std::uint64_t id = 0;
+  int fd = -1;
+  dev_t dev = 0;
+  ino_t ino = 0;
+  File file;
+  std::string name;  ///< what the fd pointed to at registration, for logs
+};
+
+struct Buffer {
+  std::size_t length = 0;
+  MemoryKind kind = MemoryKind::pageable_host;
+};
+
+/// cuFile settings that have no Sluice counterpart: kept so Get returns what Set stored and
+/// cuFileDriverGetProperties reports them.
+struct Params {
+  std::array<std::size_t, 12> size_t_values{};  ///< by CUFileSizeTConfigParameter_t
+  std::array<bool, 12> bool_values{};           ///< by CUFileBoolConfigParameter_t
+  std::array<std::string, 3> strings{};         ///< by CUFileStringConfigParameter_t
+  std::array<std::size_t, 8> slab_sizes_kb{};
+  std::array<std::size_t, 8> slab_counts{};
+  int slab_len = 0;
+};
+
+/// Per-direction counters for the cuFile stats API (cuFileGetStatsL1/L2/L3).
+struct DirectionCounters {
+  std::atomic<std::uint64_t> ok{0}, err{0}, bytes{0}, lat_us{0};
+  std::atomic<std::uint64_t> direct{0}, staged{0}, unaligned{0};  ///< per path
+  std::array<std::atomic<std::uint64_t>, SLUICE_CUFILE_SIZE_HIST_BUCKETS> size_hist{};
+};
+
+struct Counters {
+  DirectionCounters read, write;
+  std::atomic<std::uint64_t> hdl_reg_ok{0}, hdl_reg_err{0}, hdl_dereg_ok{0}, hdl_dereg_err{0};
+  std::atomic<std::uint64_t> buf_reg_ok{0}, buf_reg_err{0}, buf_dereg_ok{0}, buf_dereg_err{0};
+  std::atomic<std::uint64_t> reg_bytes{0};
+  std::atomic<std::uint64_t> batch_setup_ok{0}, batch_setup_err{0}, batch_submit_ok{0},
+      batch_submit_err{0}, batch_complete_ok{0}, batch_complete_err{0}, batch_cancel_ok{0},
+      batch_cancel_err{0}, batch_destroy_ok{0}, batch_destroy_err{0}, batch_enqueued{0};
+  std::atomic<std::uint64_t> batch_read_bytes{0}, batch_write_bytes{0};
+  std::atomic<std::uint64_t> batch_submit_lat_us{0}, batch_completion_lat_us{0};
+  std::atomic<std::int64_t> started_ns{0};  ///< when counting (re)started, for rates
+};
+
+class State {
+ public:
+  static State& get();
+
+  /// cuFileDriverOpen: opens the device on the first open and counts one more user.
+  CUfileError_t open();
+  /// For the calls that open the driver implicitly: opens it if nobody has.
+  CUfileError_t ensure_open();
+  CUfileError_t close();
+  long use_count();
+  bool is_open();
+  /// The device buffers may live on (open() sets it); null before the first open.
+  std::shared_ptr<Device> device();
+
+  // --- handles ---
+  CUfileError_t register_handle(CUfileHandle_t* fh, const CUfileDescr_t* descr);
+  /// False for an unknown handle.
+  bool deregister_handle(CUfileHandle_t fh);
+  std::shared_ptr<Handle> find_handle(CUfileHandle_t fh);
+
+  // --- buffers ---
+  CUfileError_t register_buffer(const void* base, std::size_t length, int flags);
+  CUfileError_t deregister_buffer(const void* base);
+  /// The registered length of `base`, or 0 when it is not registered.
+  std::size_t registered_length(const void* base);
+
+  // --- streams ---
+  CUfileError_t register_stream(CUstream stream, unsigned flags);
+  CUfileError_t deregister_stream(CUstream stream);
+
+  // --- parameters ---
+  std::mutex& mutex() { return mu_; }
+  [[nodiscard]] bool open_locked() const { return users_ > 0; }  ///< under mutex()
+  Params& params() { return params_; }                           ///< under mutex()
+  std::size_t batch_capacity();                                  ///< properties.io_batchsize
+
+  Counters& counters() { return counters_; }
+  std::atomic<int>& stats_level() { return stats_level_; }
+  std::atomic<bool>& stats_running() { return stats_running_; }
+
+ private:
+  State();
+  void drop_registrations_locked();
+
+  std::mutex mu_;
+  long users_ = 0;
+  std::shared_ptr<Device> device_;
+  std::uint64_t next_handle_id_ = 1;
+  std::map<std::uint64_t, std::shared_ptr<Handle>> handles_;  // by id
+  std::map<int, std::uint64_t> handle_by_fd_;
+  std::map<const void*, Buffer> buffers_;
+  std::map<CUstream, unsigned> streams_;
+  Params params_;
+  Counters counters_;
+  std::atomic<int> stats_level_{0};
+  std::atomic<bool> stats_running_{true};
+};
+
+/// The cuFile error as a CUfileError_t.
+inline CUfileError_t status(CUfileOpError e, CUresult cu = CUresult{}) {
+  return {e, cu};
+}
+inline constexpr CUfileError_t kSuccess{CU_FILE_SUCCESS, CUresult{}};
+
+/// What cuFileGetVersion reports: the cuFile API level this library implements (GDS 1.15:
+/// parameters and statistics APIs included).
+inline constexpr int kApiVersion = 1150;
+
+/// The integer a C caller stored in a cuFile enum. C lets any int through, while in C++ a value
+/// outside the enumerators' range must not even be loaded as the enum type.
+template <typename Enum>
+int raw(const Enum& e) noexcept {
+  static_assert(sizeof(Enum) == sizeof(int));
+  int v = 0;
+  std::memcpy(&v, &e, sizeof v);
+  return v;
+}
+
+/// "CU_FILE_INVALID_VALUE (5022)" for logs.
+std::string code_name(int code);
+
+/// Reads one transfer into the counters of the stats API.
+void count_transfer(bool write, bool ok, std::uint64_t bytes, std::uint64_t micros, Path path,
+                    bool unaligned);
+
+}  // namespace sluice::capi
