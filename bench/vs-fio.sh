@@ -1,24 +1,44 @@
 #!/usr/bin/env bash
 # vs-fio.sh: `sluice bench --xfer cpu-only` against fio on the same file, block size, queue depth
 # and thread count, in interleaved rounds (fio, sluice, fio, sluice, ...), as DESIGN.md's
-# performance method asks. Prints both medians and the ratio sluice/fio for throughput, IOPS and
-# completion-latency p50/p99. A low ratio is a result, not a failure: the script exits non-zero
-# only when something fails to run.
+# performance method asks. Prints both medians, the ratio sluice/fio of the medians and the
+# median of the per-round ratios (paired), for throughput, IOPS and latency p50/p99. A low
+# ratio is a result, not a failure: the script exits non-zero only when something fails to run
+# (2), or when --hugepages cannot be set up (3).
 #
 #   bench/vs-fio.sh [--sluice PATH] [--file PATH] [--size 1G] [--rounds 3] [--time 5]
 #                   [--threads 1] [--cases "read:1M:1 read:1M:32 randread:4K:1 randread:4K:32"]
-#                   [--keep] [--json-out FILE]
+#                   [--hugepages] [--shape fio|batched] [--keep] [--json-out FILE]
 #
 # Both sides: O_DIRECT, io_uring, time-based runs of --time seconds over the first --size bytes
 # of the file; with --threads N each thread covers its own 1/N slice (fio: size=S/N,
 # offset_increment=S/N, group_reporting).
-#   fio     fio --ioengine=io_uring --direct=1 --rw=RW --bs=BS --iodepth=QD --numjobs=N
-#               --time_based --runtime=T --output-format=json
+#   fio     fio --ioengine=io_uring --direct=1 --fixedbufs=1 --registerfiles=1 --rw=RW --bs=BS
+#               --iodepth=QD --numjobs=N --time_based --runtime=T --output-format=json
+#           (registered buffers and file, as sluice's cpu-only has: fio's best io_uring set-up
+#           without polling)
 #   sluice  sluice bench --xfer cpu-only --rw RW --block-size BS --iodepth QD --threads N
 #               --time T --json FILE
 # Latency: sluice's per-I/O latency runs from prepare() to the reaped completion, so it includes
 # the submitting io_uring_enter; its like-for-like peer is fio's total latency (lat, with
 # --lat_percentiles=1). fio's clat (submission done to completion) is printed for reference.
+# Loop shape (--shape): the latency percentiles depend on how completions are collected and
+# requests submitted, so both sides run the same loop:
+#   fio      (default) fio's defaults: one completion per wait (iodepth_batch_complete_max=1),
+#            one io_uring_enter per new request (iodepth_batch_submit=1); sluice gets
+#            --reap-batch 1 --submit-batch 1.
+#   batched  sluice bench's default: every ready completion at once, every freed slot refilled,
+#            one io_uring_enter; fio gets --iodepth_batch_submit=QD
+#            --iodepth_batch_complete_max=QD.
+# At queue depth 32 the batched shape shows a higher median and a shorter tail on both tools
+# (docs/bench.md, "Comparing with fio"); at queue depth 1 the shapes are the same.
+#
+# Buffers: by default both sides use 4 KiB pages (fio iomem=malloc, sluice --no-hugepages).
+# --hugepages gives both 2 MiB pages: fio --iomem=shmhuge on hugetlb pages that the script
+# reserves through /proc/sys/vm/nr_hugepages (root) and gives back afterwards, sluice its
+# default transparent huge pages. Without root, or when the pages cannot be reserved, it says so
+# and exits 3 without running. Devices that pay per scatter-gather segment (virtio-blk) read
+# 1 MiB much faster into huge pages, so the two modes must not be mixed in one comparison.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -33,6 +53,8 @@ threads=1
 cases="read:1M:1 read:1M:32 randread:4K:1 randread:4K:32"
 keep=0
 json_out=
+hugepages=0
+shape=fio
 
 die() { echo "vs-fio: $*" >&2; exit 2; }
 usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; exit "${1:-0}"; }
@@ -47,6 +69,8 @@ while [[ $# -gt 0 ]]; do
     --threads) threads=${2:?}; shift 2 ;;
     --cases) cases=${2:?}; shift 2 ;;
     --keep) keep=1; shift ;;
+    --hugepages) hugepages=1; shift ;;
+    --shape) shape=${2:?}; shift 2 ;;
     --json-out) json_out=${2:?}; shift 2 ;;
     -h|--help) usage 0 ;;
     *) echo "vs-fio: unknown argument '$1'" >&2; usage 2 ;;
@@ -56,13 +80,15 @@ done
 command -v fio >/dev/null || die "fio is not installed (apt-get install fio)"
 command -v python3 >/dev/null || die "python3 is needed to read the JSON results"
 if [[ -z $sluice ]]; then
-  for c in "$repo/build/release/bin/sluice" "$repo/build/bench-f/bin/sluice"; do
+  for c in "$repo/build/release/bin/sluice" "$repo/build/bench/bin/sluice"; do
     [[ -x $c ]] && { sluice=$c; break; }
   done
 fi
 [[ -x $sluice ]] || die "no sluice binary (build it, or pass --sluice PATH)"
+"$sluice" --version >/dev/null || die "$sluice does not run (see above)"
 [[ $rounds =~ ^[1-9][0-9]*$ ]] || die "--rounds wants a positive count"
 [[ $threads =~ ^[1-9][0-9]*$ ]] || die "--threads wants a positive count"
+[[ $shape == fio || $shape == batched ]] || die "--shape is fio or batched, not '$shape'"
 size_bytes=$(numfmt --from=iec "$size") || die "bad --size '$size'"
 slice=$(( size_bytes / threads / 1048576 * 1048576 ))
 (( slice > 0 )) || die "--size too small for $threads threads"
@@ -73,11 +99,46 @@ if [[ -z $file ]]; then
   file=$work/data.bin
   created=1
 fi
+hp_restore=
 cleanup() {
+  if [[ -n $hp_restore ]]; then echo "$hp_restore" > /proc/sys/vm/nr_hugepages || true; fi
   rm -rf "$work"
   if [[ $created = 1 && $keep = 0 ]]; then rm -f "$file"; fi
 }
 trap cleanup EXIT
+
+# --- buffers ------------------------------------------------------------------------------------
+fio_mem=(--iomem=malloc)
+sluice_mem=(--no-hugepages)
+mem_note="4 KiB pages on both sides (fio iomem=malloc, sluice --no-hugepages)"
+if [[ $hugepages = 1 ]]; then
+  skip() { echo "vs-fio: --hugepages: $*; skipping the huge-page comparison" >&2; exit 3; }
+  [[ $(id -u) -eq 0 ]] || skip "reserving hugetlb pages for fio needs root"
+  [[ -w /proc/sys/vm/nr_hugepages ]] || skip "/proc/sys/vm/nr_hugepages is not writable"
+  thp=$(cat /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null || echo "[never]")
+  [[ $thp == *"[never]"* ]] && skip "transparent huge pages are disabled ($thp), sluice would get none"
+  # fio's shmhuge segment holds every job's iodepth x bs buffers plus alignment: 1M x 32 needs
+  # 18 pages, not 16 (measured with fio 3.33). One segment per thread, so reserve for all of
+  # them, with two pages of slack each.
+  need=0
+  for c in $cases; do
+    IFS=: read -r _ bs qd <<<"$c"
+    b=$(numfmt --from=iec "$bs") || die "bad block size in case '$c'"
+    n=$(( threads * ((b * qd + (2 << 20) - 1) / (2 << 20) + 2) ))
+    (( n > need )) && need=$n
+  done
+  old=$(cat /proc/sys/vm/nr_hugepages)
+  free_hp=$(awk '/HugePages_Free/ {print $2}' /proc/meminfo)
+  if (( free_hp < need )); then
+    hp_restore=$old
+    echo $(( old + need - free_hp )) > /proc/sys/vm/nr_hugepages || skip "cannot write /proc/sys/vm/nr_hugepages"
+    free_hp=$(awk '/HugePages_Free/ {print $2}' /proc/meminfo)
+    (( free_hp >= need )) || skip "could reserve only $free_hp of $need hugetlb pages (memory too fragmented?)"
+  fi
+  fio_mem=(--iomem=shmhuge)
+  sluice_mem=()
+  mem_note="2 MiB pages on both sides (fio iomem=shmhuge on $need reserved hugetlb pages, sluice transparent huge pages)"
+fi
 
 if [[ ! -f $file ]] || (( $(stat -c %s "$file") < size_bytes )); then
   echo "vs-fio: laying out $size in $file ..." >&2
@@ -85,27 +146,36 @@ if [[ ! -f $file ]] || (( $(stat -c %s "$file") < size_bytes )); then
       --ioengine=io_uring --iodepth=8 --end_fsync=1 --output=/dev/null
 fi
 
-echo "vs-fio: sluice $("$sluice" --version | awk '{print $2}'), $(fio --version); file $file ($(df -T "$file" | awk 'NR==2{print $2}')), $size, $threads thread(s), ${runtime}s runs, $rounds rounds" >&2
+echo "vs-fio: sluice $("$sluice" --version | awk '{print $2}'), $(fio --version); file $file ($(df -T "$file" | awk 'NR==2{print $2}')), $size, $threads thread(s), ${runtime}s runs, $rounds rounds; $mem_note; loop shape $shape" >&2
 results=$work/results.txt
 for round in $(seq 1 "$rounds"); do
   for c in $cases; do
     IFS=: read -r rw bs qd <<<"$c"
+    if [[ $shape == fio ]]; then
+      fio_shape=()
+      sluice_shape=(--submit-batch 1 --reap-batch 1)
+    else
+      fio_shape=(--iodepth_batch_submit="$qd" --iodepth_batch_complete_max="$qd")
+      sluice_shape=()
+    fi
     out=$work/fio-$round-$rw-$bs-$qd.json
     fio --name=vsfio --filename="$file" --rw="$rw" --bs="$bs" --iodepth="$qd" --ioengine=io_uring \
-        --direct=1 --numjobs="$threads" --size="$slice" --offset_increment="$slice" --thread \
+        --direct=1 --fixedbufs=1 --registerfiles=1 --numjobs="$threads" --size="$slice" --offset_increment="$slice" --thread \
         --group_reporting --time_based --runtime="$runtime" --randrepeat=0 --lat_percentiles=1 \
-        --output-format=json --output="$out"
+        "${fio_mem[@]}" "${fio_shape[@]}" --output-format=json --output="$out" \
+      || die "fio failed in round $round, case $c (see above)"
     echo "fio $round $c $out" >>"$results"
     out=$work/sluice-$round-$rw-$bs-$qd.json
     "$sluice" bench --file "$file" --size "$((slice * threads))" --xfer cpu-only --rw "$rw" \
         --block-size "$bs" --iodepth "$qd" --threads "$threads" --time "$runtime" --seed "$round" \
-        --json "$out" >/dev/null
+        "${sluice_shape[@]}" "${sluice_mem[@]}" --json "$out" >/dev/null \
+      || die "sluice bench failed in round $round, case $c (see above)"
     echo "sluice $round $c $out" >>"$results"
     echo "  round $round $c done" >&2
   done
 done
 
-python3 - "$results" "$json_out" <<'PY'
+python3 - "$results" "$json_out" "$shape" "$hugepages" <<'PY'
 import json, statistics, sys
 rows = {}
 for line in open(sys.argv[1]):
@@ -124,7 +194,7 @@ for line in open(sys.argv[1]):
         m["cp50"], m["cp99"] = m["p50"], m["p99"]
     rows.setdefault(case, {}).setdefault(tool, []).append(m)
 out = []
-print(f"{'case (rw:bs:qd)':<18} {'metric':<7} {'fio median':>11} {'sluice median':>14} {'ratio':>7}   per-round fio | sluice")
+print(f"{'case (rw:bs:qd)':<18} {'metric':<7} {'fio median':>11} {'sluice median':>14} {'ratio':>7} {'paired':>7}   per-round fio | sluice")
 for case, t in rows.items():
     for key, label in (("bw", "GiB/s"), ("iops", "IOPS"), ("p50", "p50 us"), ("p99", "p99 us"),
                        ("cp50", "p50 clat"), ("cp99", "p99 clat")):
@@ -132,13 +202,19 @@ for case, t in rows.items():
         s = [m[key] for m in t["sluice"]]
         fm, sm = statistics.median(f), statistics.median(s)
         ratio = sm / fm if fm else float("nan")
+        # Each sluice run over the fio run just before it: robust to drift between rounds.
+        paired = statistics.median(b / a for a, b in zip(f, s) if a) if any(f) else float("nan")
         fmt = (lambda v: f"{v:.3f}") if key == "bw" else (lambda v: f"{v:.0f}") if key == "iops" else (lambda v: f"{v:.1f}")
-        print(f"{case:<18} {label:<7} {fmt(fm):>11} {fmt(sm):>14} {ratio:>6.3f}x   "
+        print(f"{case:<18} {label:<7} {fmt(fm):>11} {fmt(sm):>14} {ratio:>6.3f}x {paired:>6.3f}x   "
               f"{' '.join(fmt(v) for v in f)} | {' '.join(fmt(v) for v in s)}")
-        out.append(dict(case=case, metric=key, fio=fm, sluice=sm, ratio=ratio, fio_rounds=f, sluice_rounds=s))
-print("ratio = sluice / fio (throughput, IOPS: higher is better; latency: lower is better)")
+        out.append(dict(case=case, metric=key, fio=fm, sluice=sm, ratio=ratio, paired=paired,
+                        fio_rounds=f, sluice_rounds=s))
+print(f"loop shape {sys.argv[3]}; buffers: {'2 MiB pages' if sys.argv[4] == '1' else '4 KiB pages'} on both sides")
+print("ratio = sluice median / fio median; paired = median of the per-round ratios")
+print("(throughput, IOPS: higher is better; latency: lower is better)")
 print("p50/p99 us: fio's total latency (lat, submission syscall included: sluice measures from prepare()")
 print("to the reaped completion, which includes it); p50/p99 clat: fio's completion latency, for reference")
 if sys.argv[2]:
-    json.dump(out, open(sys.argv[2], "w"), indent=2)
+    json.dump({"shape": sys.argv[3], "hugepages": sys.argv[4] == "1", "rows": out},
+              open(sys.argv[2], "w"), indent=2)
 PY

@@ -74,6 +74,15 @@ struct Workload {
   bool strict = false;              ///< gpu-direct fails instead of falling back
   int numa_node = -1;               ///< >= 0: run the threads on this node's CPUs
   double sample_interval_s = 1.0;   ///< throughput-over-time samples of time-bound runs
+  /// cpu-only: submit after this many requests are prepared (1: each one at once, fio's default
+  /// iodepth_batch_submit=1); 0: prepare every free slot, then one submission for all of them.
+  unsigned submit_batch = 0;
+  /// cpu-only: collect at most this many completions per wait (1: fio's default
+  /// iodepth_batch_complete_max=1); 0: every completion that is ready.
+  unsigned reap_batch = 0;
+  /// cpu-only: I/O buffers 2 MiB-aligned on transparent huge pages (madvise); false: 4 KiB
+  /// pages, like fio's default iomem=malloc.
+  bool huge_pages = true;
 };
 
 /// Checks what can be checked without touching files; throws a usage Error with the reason.
@@ -95,6 +104,19 @@ struct PathShare {
   std::uint64_t ios = 0;
 };
 
+/// One direction of a run: a mixed (rw/randrw) run reports its reads and writes apart.
+struct DirectionStats {
+  std::uint64_t bytes = 0;
+  std::uint64_t ios = 0;
+  LatencyHistogram latency;  ///< nanoseconds per transfer of this direction
+
+  void merge(const DirectionStats& o) {
+    bytes += o.bytes;
+    ios += o.ios;
+    latency.merge(o.latency);
+  }
+};
+
 struct RunResult {
   XferType xfer = XferType::cpu_only;
   RwMode rw = RwMode::read;
@@ -103,15 +125,15 @@ struct RunResult {
   std::uint64_t block_size = 0;
   unsigned threads = 0;
   unsigned iodepth = 0;
-  std::uint64_t bytes = 0;
-  std::uint64_t bytes_read = 0;
-  std::uint64_t bytes_written = 0;
+  std::uint64_t bytes = 0;     ///< reads.bytes + writes.bytes
   std::uint64_t ios = 0;
   std::uint64_t dataset_bytes = 0;  ///< the configured data set (threads' regions together)
   double seconds = 0;
   double cpu_user_s = 0;
   double cpu_sys_s = 0;
   LatencyHistogram latency;    ///< nanoseconds per transfer, submission to completion
+  DirectionStats reads;        ///< the reads alone (all of the run for read modes)
+  DirectionStats writes;       ///< the writes alone
   std::string path;            ///< the path most bytes took
   std::string reason;          ///< why (for gpu-direct that did not run direct: "fell back ...")
   bool fell_back = false;      ///< gpu-direct ran on another path
@@ -127,6 +149,9 @@ struct RunResult {
   [[nodiscard]] double gb_per_s() const noexcept;
   [[nodiscard]] double iops() const noexcept;
   [[nodiscard]] double cpu_seconds_per_gib() const noexcept;
+  /// A direction's throughput and IOPS over the run's wall time (as fio reports each direction).
+  [[nodiscard]] double gib_per_s(const DirectionStats& d) const noexcept;
+  [[nodiscard]] double iops(const DirectionStats& d) const noexcept;
 };
 
 struct Progress {

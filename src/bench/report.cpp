@@ -33,6 +33,19 @@ json latency_json(const LatencyHistogram& h) {
           {"max", us(h.max())}};
 }
 
+// One direction of a run (the "read" / "write" objects of a result).
+json direction_json(const RunResult& r, const DirectionStats& d) {
+  return {{"bytes", d.bytes},
+          {"ios", d.ios},
+          {"gib_per_s", r.gib_per_s(d)},
+          {"gb_per_s", r.seconds > 0 ? static_cast<double>(d.bytes) / 1e9 / r.seconds : 0.0},
+          {"iops", r.iops(d)},
+          {"latency_us", latency_json(d.latency)},
+          {"latency_histogram_ns", json::parse(d.latency.to_json())}};
+}
+
+bool mixed(RwMode m) noexcept { return does_reads(m) && does_writes(m); }
+
 json workload_json(const Workload& w) {
   return {{"files", w.files},       {"dir", w.dir},
           {"size", w.size},         {"offset", w.offset},
@@ -45,7 +58,9 @@ json workload_json(const Workload& w) {
           {"device", w.device},
           {"memory", w.memory ? json(to_string(*w.memory)) : json(nullptr)},
           {"strict", w.strict},     {"numa_node", w.numa_node},
-          {"sample_interval_s", w.sample_interval_s}};
+          {"sample_interval_s", w.sample_interval_s},
+          {"submit_batch", w.submit_batch}, {"reap_batch", w.reap_batch},
+          {"huge_pages", w.huge_pages}};
 }
 
 Workload workload_from(const json& j) {
@@ -76,6 +91,9 @@ Workload workload_from(const json& j) {
   w.strict = j.value("strict", false);
   w.numa_node = j.value("numa_node", -1);
   w.sample_interval_s = j.value("sample_interval_s", 1.0);
+  w.submit_batch = j.value("submit_batch", 0U);
+  w.reap_batch = j.value("reap_batch", 0U);
+  w.huge_pages = j.value("huge_pages", true);
   return w;
 }
 
@@ -104,37 +122,42 @@ json result_obj(const RunResult& r) {
   for (const auto& p : r.paths) paths.push_back({{"path", p.path}, {"reason", p.reason}, {"ios", p.ios}});
   json samples = json::array();
   for (const auto& s : r.samples) samples.push_back({{"t", s.t}, {"gib_per_s", s.gib_per_s}, {"iops", s.iops}});
-  return {{"xfer", to_string(r.xfer)},
-          {"xfer_gdsio", static_cast<int>(r.xfer) == 100 ? -1 : static_cast<int>(r.xfer)},
-          {"phase", r.phase},
-          {"round", r.round},
-          {"path", r.path},
-          {"reason", r.reason},
-          {"fell_back", r.fell_back},
-          {"paths", paths},
-          {"rw", to_string(r.rw)},
-          {"block_size", r.block_size},
-          {"threads", r.threads},
-          {"iodepth", r.iodepth},
-          {"memory", r.memory},
-          {"device", r.device},
-          {"bytes", r.bytes},
-          {"bytes_read", r.bytes_read},
-          {"bytes_written", r.bytes_written},
-          {"dataset_bytes", r.dataset_bytes},
-          {"ios", r.ios},
-          {"seconds", r.seconds},
-          {"gib_per_s", r.gib_per_s()},
-          {"gb_per_s", r.gb_per_s()},
-          {"iops", r.iops()},
-          {"latency_us", latency_json(r.latency)},
-          {"latency_histogram_ns", json::parse(r.latency.to_json())},
-          {"cpu_user_s", r.cpu_user_s},
-          {"cpu_sys_s", r.cpu_sys_s},
-          {"cpu_seconds_per_gib", r.cpu_seconds_per_gib()},
-          {"verified", r.verified},
-          {"samples", samples},
-          {"error", r.error.empty() ? json(nullptr) : json(r.error)}};
+  json o = {{"xfer", to_string(r.xfer)},
+            {"xfer_gdsio", static_cast<int>(r.xfer) == 100 ? -1 : static_cast<int>(r.xfer)},
+            {"phase", r.phase},
+            {"round", r.round},
+            {"path", r.path},
+            {"reason", r.reason},
+            {"fell_back", r.fell_back},
+            {"paths", paths},
+            {"rw", to_string(r.rw)},
+            {"block_size", r.block_size},
+            {"threads", r.threads},
+            {"iodepth", r.iodepth},
+            {"memory", r.memory},
+            {"device", r.device},
+            {"bytes", r.bytes},
+            {"bytes_read", r.reads.bytes},
+            {"bytes_written", r.writes.bytes},
+            {"dataset_bytes", r.dataset_bytes},
+            {"ios", r.ios},
+            {"seconds", r.seconds},
+            {"gib_per_s", r.gib_per_s()},
+            {"gb_per_s", r.gb_per_s()},
+            {"iops", r.iops()},
+            {"latency_us", latency_json(r.latency)},
+            {"latency_histogram_ns", json::parse(r.latency.to_json())},
+            {"cpu_user_s", r.cpu_user_s},
+            {"cpu_sys_s", r.cpu_sys_s},
+            {"cpu_seconds_per_gib", r.cpu_seconds_per_gib()},
+            {"verified", r.verified},
+            {"samples", samples},
+            {"error", r.error.empty() ? json(nullptr) : json(r.error)}};
+  // Each direction the mode does, on its own: a mixed run's reads and writes have their own
+  // throughput and latency distribution (fio's "read" / "write" sections).
+  if (does_reads(r.rw)) o["read"] = direction_json(r, r.reads);
+  if (does_writes(r.rw)) o["write"] = direction_json(r, r.writes);
+  return o;
 }
 
 std::string iso_now() {
@@ -165,6 +188,18 @@ std::string result_table(const std::vector<RunResult>& runs, bool header) {
         r.gb_per_s(), r.iops(), h.mean() / 1e3, us(h.value_at_percentile(50)),
         us(h.value_at_percentile(90)), us(h.value_at_percentile(99)), us(h.value_at_percentile(99.9)),
         us(h.max()), r.cpu_seconds_per_gib(), r.path.empty() ? "-" : r.path, r.reason);
+    if (mixed(r.rw)) {
+      for (const auto* d : {&r.reads, &r.writes}) {
+        const auto& dh = d->latency;
+        out += fmt::format(
+            "{:<16} {:<9} {:>6} {:>3} {:>4} {:>8.3f} {:>8.3f} {:>10.0f} {:>9.1f} {:>9.1f} {:>9.1f} {:>9.1f} "
+            "{:>9.1f} {:>9.1f}\n",
+            d == &r.reads ? "  reads" : "  writes", d == &r.reads ? "read" : "write", "", "", "",
+            r.gib_per_s(*d), r.seconds > 0 ? static_cast<double>(d->bytes) / 1e9 / r.seconds : 0.0,
+            r.iops(*d), dh.mean() / 1e3, us(dh.value_at_percentile(50)), us(dh.value_at_percentile(90)),
+            us(dh.value_at_percentile(99)), us(dh.value_at_percentile(99.9)), us(dh.max()));
+      }
+    }
     if (r.fell_back) {
       out += fmt::format("  !! {} did not run on the direct path: {}\n", to_string(r.xfer), r.reason);
     }
@@ -199,9 +234,16 @@ std::string gdsio_line(const RunResult& r) {
 }
 
 std::string csv_header() {
-  return "xfer,phase,round,rw,block_size,threads,iodepth,memory,bytes,ios,seconds,gib_per_s,gb_per_s,iops,"
-         "lat_mean_us,lat_p50_us,lat_p90_us,lat_p99_us,lat_p999_us,lat_max_us,cpu_seconds_per_gib,path,"
-         "fell_back,reason,error\n";
+  std::string h =
+      "xfer,phase,round,rw,block_size,threads,iodepth,memory,bytes,ios,seconds,gib_per_s,gb_per_s,iops,"
+      "lat_mean_us,lat_p50_us,lat_p90_us,lat_p99_us,lat_p999_us,lat_max_us,cpu_seconds_per_gib,path,"
+      "fell_back,reason,error";
+  for (const char* d : {"read", "write"}) {
+    h += fmt::format(",{0}_bytes,{0}_ios,{0}_gib_per_s,{0}_iops,{0}_lat_mean_us,{0}_lat_p50_us,{0}_lat_p90_us,"
+                     "{0}_lat_p99_us,{0}_lat_p999_us,{0}_lat_max_us",
+                     d);
+  }
+  return h + "\n";
 }
 
 std::string csv_row(const RunResult& r) {
@@ -211,14 +253,22 @@ std::string csv_row(const RunResult& r) {
     return q + "\"";
   };
   const auto& h = r.latency;
+  std::string dirs;
+  for (const auto* d : {&r.reads, &r.writes}) {
+    const auto& dh = d->latency;
+    dirs += fmt::format(",{},{},{:.6f},{:.1f},{:.3f},{:.3f},{:.3f},{:.3f},{:.3f},{:.3f}", d->bytes, d->ios,
+                        r.gib_per_s(*d), r.iops(*d), dh.mean() / 1e3, us(dh.value_at_percentile(50)),
+                        us(dh.value_at_percentile(90)), us(dh.value_at_percentile(99)),
+                        us(dh.value_at_percentile(99.9)), us(dh.max()));
+  }
   return fmt::format("{},{},{},{},{},{},{},{},{},{},{:.6f},{:.6f},{:.6f},{:.1f},{:.3f},{:.3f},{:.3f},{:.3f},"
-                     "{:.3f},{:.3f},{:.6f},{},{},{},{}\n",
+                     "{:.3f},{:.3f},{:.6f},{},{},{},{}{}\n",
                      to_string(r.xfer), r.phase, r.round, to_string(r.rw), r.block_size, r.threads, r.iodepth,
                      r.memory, r.bytes, r.ios, r.seconds, r.gib_per_s(), r.gb_per_s(), r.iops(), h.mean() / 1e3,
                      us(h.value_at_percentile(50)), us(h.value_at_percentile(90)),
                      us(h.value_at_percentile(99)), us(h.value_at_percentile(99.9)), us(h.max()),
                      r.cpu_seconds_per_gib(), r.path, r.fell_back ? "true" : "false", quote(r.reason),
-                     quote(r.error));
+                     quote(r.error), dirs);
 }
 
 std::string plan_to_json(const Plan& plan) { return plan_json(plan).dump(); }

@@ -80,15 +80,18 @@ void Shared::fail(std::string message) {
 
 void ThreadOutcome::merge(const ThreadOutcome& o) {
   latency.merge(o.latency);
-  bytes_read += o.bytes_read;
-  bytes_written += o.bytes_written;
+  reads.merge(o.reads);
+  writes.merge(o.writes);
   ios += o.ios;
   for (const auto& [k, n] : o.paths) paths[k] += n;
 }
 
 void ThreadOutcome::count(const ThreadJob& job, IoOp op, std::uint64_t n, std::uint64_t ns) {
   latency.record(ns);
-  (op == IoOp::read ? bytes_read : bytes_written) += n;
+  DirectionStats& d = op == IoOp::read ? reads : writes;
+  d.bytes += n;
+  ++d.ios;
+  d.latency.record(ns);
   ++ios;
   job.shared->bytes.fetch_add(n, std::memory_order_relaxed);
   job.shared->ios.fetch_add(1, std::memory_order_relaxed);
@@ -367,11 +370,11 @@ RunResult run_once(const Workload& w, const ProgressFn& progress, const std::vec
   res.seconds = static_cast<double>(t1 - t0) / 1e9;
   res.cpu_user_s = seconds_of(ru1.ru_utime) - seconds_of(ru0.ru_utime);
   res.cpu_sys_s = seconds_of(ru1.ru_stime) - seconds_of(ru0.ru_stime);
-  res.bytes_read = all.bytes_read;
-  res.bytes_written = all.bytes_written;
-  res.bytes = all.bytes_read + all.bytes_written;
+  res.bytes = all.reads.bytes + all.writes.bytes;
   res.ios = all.ios;
   res.latency = std::move(all.latency);
+  res.reads = std::move(all.reads);
+  res.writes = std::move(all.writes);
   res.error = shared.error;
   for (const auto& [k, n] : all.paths) res.paths.push_back({k.first, k.second, n});
   std::stable_sort(res.paths.begin(), res.paths.end(), [](const PathShare& a, const PathShare& b) { return a.ios > b.ios; });

@@ -91,8 +91,8 @@ struct ThreadJob {
 
 struct ThreadOutcome {
   LatencyHistogram latency;
-  std::uint64_t bytes_read = 0;
-  std::uint64_t bytes_written = 0;
+  DirectionStats reads;
+  DirectionStats writes;
   std::uint64_t ios = 0;
   std::uint64_t issued = 0;
   std::map<std::pair<std::string, std::string>, std::uint64_t> paths;  ///< (path, reason) -> ios

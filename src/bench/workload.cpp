@@ -236,6 +236,12 @@ double RunResult::gb_per_s() const noexcept {
 double RunResult::iops() const noexcept {
   return seconds > 0 ? static_cast<double>(ios) / seconds : 0.0;
 }
+double RunResult::gib_per_s(const DirectionStats& d) const noexcept {
+  return seconds > 0 ? static_cast<double>(d.bytes) / static_cast<double>(GiB) / seconds : 0.0;
+}
+double RunResult::iops(const DirectionStats& d) const noexcept {
+  return seconds > 0 ? static_cast<double>(d.ios) / seconds : 0.0;
+}
 double RunResult::cpu_seconds_per_gib() const noexcept {
   return bytes > 0 ? (cpu_user_s + cpu_sys_s) / (static_cast<double>(bytes) / static_cast<double>(GiB))
                    : 0.0;

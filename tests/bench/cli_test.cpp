@@ -5,6 +5,7 @@
 // printing what it measured.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <regex>
 
 #include <fmt/format.h>
@@ -78,6 +79,15 @@ TEST_F(BenchCli, GdsioAndLongOptionsMakeTheSamePlan) {
   EXPECT_EQ(w["direct"], false);
   EXPECT_EQ(w["device"], "cuda:1");
 
+  const std::string d = shell_quote(dir_->path());
+  const CliRun gd = bench(fmt::format("--print-plan -D {} -w 3 -s 2M -I 1 -x 1 -B 8", d));
+  ASSERT_EQ(gd.rc, 0) << gd.err;
+  const CliRun ld = bench(fmt::format("--print-plan --dir {} --threads 3 --size 2M --rw write --xfer cpu-only "
+                                      "--iodepth 8", d));
+  ASSERT_EQ(ld.rc, 0) << ld.err;
+  EXPECT_EQ(json::parse(gd.out), json::parse(ld.out));
+  EXPECT_EQ(json::parse(gd.out)["workload"]["dir"], dir_->path());
+
   const CliRun sweep = bench(fmt::format("--print-plan -f {} -i 4K:16K:4K --compare all", f()));
   ASSERT_EQ(sweep.rc, 0) << sweep.err;
   const json s = json::parse(sweep.out);
@@ -132,6 +142,137 @@ TEST_F(BenchCli, JsonReportSchemaAndReplay) {
   const json j2 = json::parse(test::read_text(again));
   EXPECT_EQ(j2["config"], j["config"]);
   EXPECT_EQ(j2["results"][0]["bytes"], 1048576);
+}
+
+// Splits one CSV line, honouring double-quoted fields ("" inside quotes is a quote).
+std::vector<std::string> csv_fields(const std::string& line) {
+  std::vector<std::string> out(1);
+  bool quoted = false;
+  for (std::size_t i = 0; i < line.size(); ++i) {
+    const char c = line[i];
+    if (quoted && c == '"' && i + 1 < line.size() && line[i + 1] == '"') {
+      out.back() += '"';
+      ++i;
+    } else if (c == '"') {
+      quoted = !quoted;
+    } else if (c == ',' && !quoted) {
+      out.emplace_back();
+    } else {
+      out.back() += c;
+    }
+  }
+  return out;
+}
+
+TEST_F(BenchCli, MixedRunsReportReadsAndWritesApart) {
+  const std::string report = dir_->file("mixed.json");
+  const std::string csv_path = dir_->file("mixed.csv");
+  const CliRun r = bench(fmt::format("--file {} --size 1M --block-size 64K --rw randrw --mix 70 --iodepth 4 "
+                                     "--json {} --csv {}", f(), shell_quote(report), shell_quote(csv_path)));
+  ASSERT_EQ(r.rc, 0) << r.err << r.out;
+  EXPECT_TRUE(std::regex_search(r.out, std::regex(R"(\n  reads +read +[0-9.]+ +[0-9.]+ +[0-9]+ )"))) << r.out;
+  EXPECT_TRUE(std::regex_search(r.out, std::regex(R"(\n  writes +write +[0-9.]+ +[0-9.]+ +[0-9]+ )"))) << r.out;
+
+  const json j = json::parse(test::read_text(report));
+  ASSERT_EQ(j["results"].size(), 1U);
+  const json& res = j["results"][0];
+  for (const char* k : {"bytes", "ios", "gib_per_s", "iops", "latency_us", "bytes_read", "bytes_written"}) {
+    EXPECT_TRUE(res.contains(k)) << k;  // the run as a whole keeps its fields
+  }
+  std::uint64_t ios = 0, bytes = 0;
+  for (const char* d : {"read", "write"}) {
+    ASSERT_TRUE(res.contains(d) && res[d].is_object()) << d << "\n" << res.dump(1);
+    const json& x = res[d];
+    for (const char* k : {"bytes", "ios"}) EXPECT_TRUE(x[k].is_number_unsigned()) << d << "." << k;
+    for (const char* k : {"gib_per_s", "gb_per_s", "iops"}) EXPECT_TRUE(x[k].is_number()) << d << "." << k;
+    for (const char* k : {"mean", "p50", "p90", "p99", "p999", "max"}) {
+      EXPECT_TRUE(x["latency_us"][k].is_number()) << d << ".latency_us." << k;
+    }
+    EXPECT_GT(x["ios"].get<std::uint64_t>(), 0U) << d;
+    EXPECT_EQ(x["latency_histogram_ns"]["count"], x["ios"]) << d;
+    EXPECT_GT(x["latency_us"]["p50"].get<double>(), 0.0) << d;
+    ios += x["ios"].get<std::uint64_t>();
+    bytes += x["bytes"].get<std::uint64_t>();
+  }
+  EXPECT_EQ(ios, res["ios"].get<std::uint64_t>());
+  EXPECT_EQ(bytes, res["bytes"].get<std::uint64_t>());
+  EXPECT_EQ(res["read"]["bytes"], res["bytes_read"]);
+  EXPECT_EQ(res["write"]["bytes"], res["bytes_written"]);
+
+  const std::string csv = test::read_text(csv_path);
+  const std::size_t nl = csv.find('\n');
+  ASSERT_NE(nl, std::string::npos);
+  const auto header = csv_fields(csv.substr(0, nl));
+  const auto row = csv_fields(csv.substr(nl + 1, csv.find('\n', nl + 1) - nl - 1));
+  ASSERT_EQ(header.size(), row.size()) << csv;
+  auto col = [&](const std::string& name) {
+    const auto it = std::find(header.begin(), header.end(), name);
+    EXPECT_NE(it, header.end()) << name;
+    return it == header.end() ? std::string() : row[static_cast<std::size_t>(it - header.begin())];
+  };
+  EXPECT_EQ(header.front(), "xfer");  // the columns before the per-direction ones stay in place
+  EXPECT_EQ(col("ios"), std::to_string(res["ios"].get<std::uint64_t>()));
+  EXPECT_EQ(col("read_ios"), std::to_string(res["read"]["ios"].get<std::uint64_t>()));
+  EXPECT_EQ(col("write_ios"), std::to_string(res["write"]["ios"].get<std::uint64_t>()));
+  EXPECT_EQ(col("write_bytes"), std::to_string(res["write"]["bytes"].get<std::uint64_t>()));
+  EXPECT_GT(std::stod(col("read_lat_p99_us")), 0.0);
+  EXPECT_GT(std::stod(col("write_lat_p50_us")), 0.0);
+  EXPECT_GT(std::stod(col("write_iops")), 0.0);
+
+  // A read-only run has the read object and no write object.
+  const std::string plain = dir_->file("read.json");
+  const CliRun rr = bench(fmt::format("--file {} --size 1M --block-size 64K --json {}", f(), shell_quote(plain)));
+  ASSERT_EQ(rr.rc, 0) << rr.err;
+  const json p = json::parse(test::read_text(plain))["results"][0];
+  EXPECT_TRUE(p.contains("read"));
+  EXPECT_FALSE(p.contains("write"));
+  EXPECT_EQ(p["read"]["ios"], p["ios"]);
+  EXPECT_EQ(rr.out.find("  writes"), std::string::npos) << rr.out;
+}
+
+TEST_F(BenchCli, LoopShapeAndBufferOptionsReachThePlan) {
+  const CliRun d = bench(fmt::format("--print-plan -f {}", f()));
+  ASSERT_EQ(d.rc, 0) << d.err;
+  const json def = json::parse(d.out)["workload"];
+  EXPECT_EQ(def["submit_batch"], 0);
+  EXPECT_EQ(def["reap_batch"], 0);
+  EXPECT_EQ(def["huge_pages"], true);
+  const CliRun s = bench(fmt::format("--print-plan -f {} --submit-batch 1 --reap-batch 1 --no-hugepages", f()));
+  ASSERT_EQ(s.rc, 0) << s.err;
+  const json w = json::parse(s.out)["workload"];
+  EXPECT_EQ(w["submit_batch"], 1);
+  EXPECT_EQ(w["reap_batch"], 1);
+  EXPECT_EQ(w["huge_pages"], false);
+  // And a report made with them replays with them.
+  const std::string report = dir_->file("shape.json");
+  const CliRun r = bench(fmt::format("--file {} --size 1M --block-size 64K --iodepth 4 --submit-batch 1 "
+                                     "--reap-batch 1 --no-hugepages --json {}", f(), shell_quote(report)));
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const json j = json::parse(test::read_text(report));
+  for (const char* k : {"submit_batch", "reap_batch", "huge_pages"}) EXPECT_EQ(j["config"]["workload"][k], w[k]) << k;
+  EXPECT_NE(j["results"][0]["reason"].get<std::string>().find("4 KiB-page buffers"), std::string::npos);
+  const CliRun p = bench(fmt::format("--replay {} --print-plan", shell_quote(report)));
+  ASSERT_EQ(p.rc, 0) << p.err;
+  EXPECT_EQ(json::parse(p.out), j["config"]);
+}
+
+TEST_F(BenchCli, ProgressLineOnlyOnATerminal) {
+  const std::string args = fmt::format("--file {} --size 4M --block-size 64K --rw randread --time 1.6", f());
+  const CliRun plain = bench(args);  // stderr is a file here
+  ASSERT_EQ(plain.rc, 0) << plain.err;
+  EXPECT_EQ(plain.err.find('\r'), std::string::npos) << plain.err;
+  EXPECT_EQ(plain.err.find("GiB/s"), std::string::npos) << plain.err;
+
+  if (test::shell("command -v script >/dev/null 2>&1") != 0) GTEST_SKIP() << "no script(1) to provide a terminal";
+  const std::string out = dir_->file("tty.out");
+  const std::string cmd = fmt::format("{} bench {}", shell_quote(SLUICE_CLI_PATH), args);
+  const int rc = test::shell(fmt::format("script -qec {} /dev/null </dev/null >{} 2>&1", shell_quote(cmd),
+                                         shell_quote(out)));
+  ASSERT_EQ(rc, 0) << test::read_text(out);
+  const std::string tty = test::read_text(out);
+  // "\r\033[K  1.0 s  12.0 MiB  0.012 GiB/s   62%": drawn after the first second, then erased.
+  EXPECT_TRUE(std::regex_search(tty, std::regex("\r\x1b\\[K  1\\.[0-9] s  [0-9.]+ [KMG]?i?B  [0-9.]+ GiB/s +[0-9]+%")))
+      << tty;
 }
 
 TEST_F(BenchCli, CompareOnTheSimDevicePrintsMediansAndRatios) {

@@ -6,6 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <cerrno>
+#include <filesystem>
+
+#include <fmt/format.h>
 
 #include "sluice/bench.hpp"
 #include "sluice/bench_report.hpp"
@@ -203,6 +206,107 @@ TEST_F(BenchEngine, FailureMidRunReportsWhatRan) {
   EXPECT_NE(r.error.find("Input/output error"), std::string::npos) << r.error;
   EXPECT_LT(r.bytes, 2 * MiB);
   EXPECT_NE(result_table({r}).find("FAILED"), std::string::npos);
+}
+
+TEST_F(BenchEngine, MixedRunsReportEachDirection) {
+  for (XferType x : {XferType::cpu_only, XferType::cpu_async_gpu}) {
+    Workload w = small("mixed.bin");
+    w.rw = RwMode::randrw;
+    w.mix_read = 70;
+    w.xfer = x;
+    w.verify = true;  // writes write the pattern, reads check it
+    const RunResult r = run_workload(w);
+    ASSERT_TRUE(r.error.empty()) << to_string(x) << ": " << r.error;
+    EXPECT_EQ(r.ios, 32U);
+    EXPECT_GT(r.reads.ios, 0U) << to_string(x);
+    EXPECT_GT(r.writes.ios, 0U) << to_string(x);
+    EXPECT_EQ(r.reads.ios + r.writes.ios, r.ios);
+    EXPECT_EQ(r.reads.bytes, r.reads.ios * 64 * KiB);
+    EXPECT_EQ(r.writes.bytes, r.writes.ios * 64 * KiB);
+    EXPECT_EQ(r.reads.bytes + r.writes.bytes, r.bytes);
+    EXPECT_EQ(r.reads.latency.count(), r.reads.ios);
+    EXPECT_EQ(r.writes.latency.count(), r.writes.ios);
+    LatencyHistogram both = r.reads.latency;
+    both.merge(r.writes.latency);
+    EXPECT_EQ(both, r.latency) << "the directions split the run's histogram exactly";
+    EXPECT_NEAR(r.iops(r.reads) + r.iops(r.writes), r.iops(), 1e-9 * r.iops());
+    EXPECT_NEAR(r.gib_per_s(r.reads) + r.gib_per_s(r.writes), r.gib_per_s(), 1e-9 * r.gib_per_s());
+  }
+  Workload w = small("reads-only.bin");
+  w.rw = RwMode::rw;
+  w.mix_read = 100;
+  const RunResult r = run_workload(w);
+  ASSERT_TRUE(r.error.empty()) << r.error;
+  EXPECT_EQ(r.reads.ios, 32U);
+  EXPECT_EQ(r.writes.ios, 0U);
+  EXPECT_EQ(r.writes.latency.count(), 0U);
+  EXPECT_EQ(r.reads.latency, r.latency);
+}
+
+TEST_F(BenchEngine, EveryLoopShapeCoversEveryBlockOnce) {
+  struct Shape {
+    unsigned submit, reap;
+    bool huge;
+  };
+  for (const Shape sh : {Shape{0, 0, true}, Shape{1, 1, false}, Shape{3, 2, true}, Shape{1, 0, false},
+                         Shape{0, 1, true}}) {
+    Workload w = small("shape.bin");
+    w.rw = RwMode::randread;
+    w.iodepth = 8;
+    w.verify = true;
+    w.submit_batch = sh.submit;
+    w.reap_batch = sh.reap;
+    w.huge_pages = sh.huge;
+    const RunResult r = run_workload(w);
+    const std::string what = fmt::format("submit {} reap {} huge {}", sh.submit, sh.reap, sh.huge);
+    ASSERT_TRUE(r.error.empty()) << what << ": " << r.error;
+    EXPECT_EQ(r.ios, 32U) << what;
+    EXPECT_EQ(r.bytes, 2 * MiB) << what;
+    EXPECT_EQ(r.latency.count(), 32U) << what;
+    EXPECT_TRUE(r.verified) << what;
+    EXPECT_NE(r.reason.find(sh.huge ? "huge-page buffers" : "4 KiB-page buffers"), std::string::npos)
+        << what << ": " << r.reason;
+  }
+}
+
+TEST_F(BenchEngine, DirAndSeveralFilesGiveEachThreadItsFile) {
+  // --dir: one file per thread, created by a write run, then read back and checked.
+  const std::string dir = dir_->file("per-thread");
+  std::filesystem::create_directory(dir);
+  Workload w;
+  w.dir = dir;
+  w.threads = 3;
+  w.size = 256 * KiB;
+  w.block_size = 64 * KiB;
+  w.rw = RwMode::write;
+  w.verify = true;
+  RunResult r = run_workload(w);
+  ASSERT_TRUE(r.error.empty()) << r.error;
+  EXPECT_EQ(r.bytes, 3 * 256 * KiB);
+  for (unsigned t = 0; t < 3; ++t) {
+    const auto path = std::filesystem::path(dir) / fmt::format("sluice-bench.{}", t);
+    ASSERT_TRUE(std::filesystem::exists(path)) << path;
+    EXPECT_EQ(std::filesystem::file_size(path), 256 * KiB) << path;
+  }
+  w.rw = RwMode::randread;
+  r = run_workload(w);
+  ASSERT_TRUE(r.error.empty()) << r.error;
+  EXPECT_EQ(r.reads.bytes, 3 * 256 * KiB);
+
+  // Several files: thread t works on file t mod n, and threads sharing a file split it.
+  Workload s;
+  s.files = {dir_->file("a.bin"), dir_->file("b.bin")};
+  s.threads = 4;
+  s.size = 512 * KiB;
+  s.block_size = 64 * KiB;
+  s.iodepth = 2;
+  s.verify = true;
+  r = run_workload(s);
+  ASSERT_TRUE(r.error.empty()) << r.error;
+  EXPECT_EQ(r.bytes, 2 * 512 * KiB);  // each file covered once, by its two threads
+  EXPECT_EQ(r.ios, 16U);
+  EXPECT_EQ(r.dataset_bytes, 2 * 512 * KiB);
+  for (const auto& f : s.files) EXPECT_EQ(std::filesystem::file_size(f), 512 * KiB) << f;
 }
 
 TEST_F(BenchEngine, BadFilesAreUsageErrors) {

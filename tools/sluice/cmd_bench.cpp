@@ -54,6 +54,9 @@ struct BenchArgs {
   bool gdsio_output = false;
   bool print_plan = false;
   double sample_interval = 1.0;
+  unsigned submit_batch = 0;
+  unsigned reap_batch = 0;
+  bool huge_pages = true;
 };
 
 double parse_seconds(const std::string& text, const char* option) {
@@ -123,6 +126,9 @@ bench::Plan make_plan(const BenchArgs& a) {
   w.numa_node = a.numa_node;
   w.strict = a.strict;
   w.sample_interval_s = a.sample_interval;
+  w.submit_batch = a.submit_batch;
+  w.reap_batch = a.reap_batch;
+  w.huge_pages = a.huge_pages;
   if (!a.compare.empty()) plan.xfers = bench::parse_xfer_list(a.compare);
   plan.repeat = a.repeat;
   plan.drop_caches = a.drop_caches;
@@ -266,6 +272,15 @@ Runner add_bench_command(CLI::App& app) {
   c->add_flag("--print-plan", a->print_plan, "print the resolved plan as JSON and exit");
   c->add_option("--sample-interval", a->sample_interval, "seconds between throughput samples of time-bound runs")
       ->capture_default_str();
+  c->add_option("--submit-batch", a->submit_batch,
+                "cpu-only: submit every N prepared I/Os (1: one syscall each, fio's default); "
+                "0: refill every free slot, then submit once")
+      ->capture_default_str();
+  c->add_option("--reap-batch", a->reap_batch,
+                "cpu-only: collect at most N completions per wait (1: fio's default); 0: all that are ready")
+      ->capture_default_str();
+  c->add_flag("--hugepages,!--no-hugepages", a->huge_pages,
+              "cpu-only: I/O buffers on transparent huge pages (default) or 4 KiB pages (fio's malloc)");
   return [a] { return run_bench(*a); };
 }
 
