@@ -11,11 +11,12 @@ PREFIX ?= /usr/local
 # Debian packages the build, tests and benchmarks need.
 DEB_PACKAGES := build-essential cmake pkg-config g++ clang clang-format clang-tidy \
   liburing-dev libfmt-dev libcli11-dev nlohmann-json3-dev libhwloc-dev libxxhash-dev \
-  libgtest-dev libgmock-dev libbenchmark-dev fio e2fsprogs util-linux python3
+  libgtest-dev libgmock-dev libbenchmark-dev fio e2fsprogs util-linux python3 \
+  libclang-rt-14-dev python3-numpy
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps build demo test test-release sanitize sanitize-asan sanitize-tsan format tidy install bench clean
+.PHONY: all deps build demo test test-release sanitize sanitize-asan sanitize-tsan fuzz format tidy install bench clean
 
 all: build
 
@@ -36,7 +37,7 @@ build: deps
 demo: build
 	@bash tools/demo.sh $(BUILD)/release/bin/sluice
 
-test: deps test-release sanitize
+test: deps test-release sanitize fuzz
 
 test-release: build
 	ctest --test-dir $(BUILD)/release --output-on-failure -j $(JOBS) --timeout 600
@@ -52,6 +53,11 @@ sanitize-tsan: deps
 	cmake --preset tsan -B $(BUILD)/tsan >/dev/null
 	cmake --build $(BUILD)/tsan -j $(JOBS)
 	TSAN_OPTIONS="suppressions=$(CURDIR)/tests/tsan.supp $${TSAN_OPTIONS:-}" ctest --test-dir $(BUILD)/tsan --output-on-failure -j $(JOBS) --timeout 600 -L concurrency
+
+# libFuzzer targets for the safetensors and .npy parsers, FUZZ_SECONDS each (tests/fuzz/run.sh).
+FUZZ_SECONDS ?= 30
+fuzz: deps
+	bash tests/fuzz/run.sh $(BUILD)/fuzz $(FUZZ_SECONDS)
 
 format:
 	git ls-files '*.cpp' '*.hpp' '*.h' '*.c' | xargs clang-format -i

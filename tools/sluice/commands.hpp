@@ -12,5 +12,6 @@ using Runner = std::function<int()>;
 Runner add_read_command(CLI::App& app);
 Runner add_write_command(CLI::App& app);
 Runner add_bench_command(CLI::App& app);
+Runner add_load_command(CLI::App& app);
 
 }  // namespace sluice::cli

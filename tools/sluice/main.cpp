@@ -25,6 +25,7 @@ int main(int argc, char** argv) {
   add(add_read_command);
   add(add_write_command);
   add(add_bench_command);
+  add(add_load_command);
 
   try {
     app.parse(argc, argv);

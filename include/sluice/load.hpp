@@ -1,0 +1,166 @@
+// Loading tensor files (safetensors, .npy, sharded checkpoints) into device or host memory.
+//
+// Checkpoint::open parses and checks every header first (formats.hpp), so a bad file fails
+// before any memory is allocated. plan_load then decides, without touching a byte of data,
+// which tensors this rank loads, where each one goes (an `alignment`-aligned offset in one
+// allocation) and which reads bring them in: runs of tensors that lie back to back in a file
+// and keep their alignment are read together, in reads of at most `max_read` bytes. load()
+// issues those reads through sluice::read_async, so path choice, the workers that split large
+// reads, and the path report are those of every other transfer; at most `inflight_bytes` of
+// reads are outstanding at once. docs/load.md has the details.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "sluice/config.hpp"
+#include "sluice/device.hpp"
+#include "sluice/file.hpp"
+#include "sluice/formats.hpp"
+#include "sluice/path.hpp"
+#include "sluice/transfer.hpp"
+#include "sluice/units.hpp"
+
+namespace sluice {
+
+/// The tensor files of one model or data set, opened and with every header checked.
+class Checkpoint {
+ public:
+  /// Opens each path: a .safetensors or .npy file (told apart by their first bytes), a
+  /// `*.index.json` of a sharded safetensors checkpoint (which opens the shards its weight_map
+  /// names, relative to the index's folder), or a folder (its model.safetensors.index.json when
+  /// there is one, else every .safetensors and .npy file in it, by name). Tensor names must be
+  /// unique across all files. Throws an Error naming the file and field on any bad input.
+  [[nodiscard]] static Checkpoint open(std::span<const std::string> paths);
+
+  Checkpoint() = default;
+  Checkpoint(Checkpoint&&) noexcept = default;
+  Checkpoint& operator=(Checkpoint&&) noexcept = default;
+
+  [[nodiscard]] const std::vector<TensorFileLayout>& layouts() const noexcept { return layouts_; }
+  /// Every tensor, file by file and by offset within a file; TensorInfo::file_index says which.
+  [[nodiscard]] const std::vector<TensorInfo>& tensors() const noexcept { return tensors_; }
+  [[nodiscard]] const TensorInfo* find(std::string_view name) const;
+  [[nodiscard]] const File& file(std::size_t index) const { return *files_.at(index); }
+  [[nodiscard]] std::uint64_t total_bytes() const noexcept;
+
+ private:
+  void add(TensorFileLayout layout, std::unique_ptr<File> file);
+  void index_tensors();
+
+  std::vector<TensorFileLayout> layouts_;
+  std::vector<std::unique_ptr<File>> files_;
+  std::vector<TensorInfo> tensors_;
+  std::unordered_map<std::string, std::size_t> by_name_;
+};
+
+/// Where loaded tensors live.
+enum class LoadTarget : std::uint8_t {
+  device,         ///< device memory of LoadOptions::device
+  pinned_host,    ///< page-locked host memory of LoadOptions::device
+  pageable_host,  ///< ordinary host memory (no device needed)
+};
+
+[[nodiscard]] std::string_view to_string(LoadTarget t) noexcept;
+
+/// One tensor in memory.
+struct LoadedTensor {
+  const TensorInfo* info = nullptr;  ///< points into the Checkpoint, which must outlive it
+  void* data = nullptr;              ///< its first byte; info->bytes bytes
+};
+
+struct LoadOptions {
+  LoadTarget target = LoadTarget::device;
+  std::shared_ptr<Device> device{};         ///< required for the device and pinned_host targets
+  std::optional<Path> path{};               ///< as TransferOptions::path (unset: configuration)
+  std::shared_ptr<const Config> config{};   ///< null: the process-wide configuration
+  /// Names of the tensors to load; empty: all. An unknown name is a usage Error.
+  std::vector<std::string> tensors{};
+  /// This process's share: the selected tensors, in checkpoint order, are cut into `world`
+  /// contiguous runs of about equal bytes, and run `rank` is loaded.
+  unsigned rank = 0;
+  unsigned world = 1;
+  std::uint64_t alignment = 256;            ///< address alignment of every tensor (power of two)
+  std::uint64_t max_read = 64 * MiB;        ///< largest single read; larger ranges are cut
+  /// Staging budget: bytes of reads outstanding at once (always at least one read). Paths that
+  /// stage per request (posix) hold at most this much; the bounce path's pinned staging is the
+  /// device's fixed pool (Config::bounce_buffers x bounce_buffer_size).
+  std::uint64_t inflight_bytes = 256 * MiB;
+  /// Caller buffers: when set, tensor t goes to destination(t) (t.bytes bytes of the target's
+  /// kind of memory, valid until load returns and beyond) and nothing is allocated; each tensor
+  /// is then read on its own. Returning null is a usage Error.
+  std::function<void*(const TensorInfo&)> destination{};
+  /// Called on the thread that runs load() as each tensor's bytes are in memory, in the order
+  /// the reads complete. An exception thrown here stops the load and is rethrown by load().
+  std::function<void(const LoadedTensor&)> on_tensor{};
+};
+
+/// One read of a plan: `size` bytes at `offset` of file `file_index`, to `dest_offset` of the
+/// allocation (with caller buffers: of the buffer of plan tensor `group`).
+struct LoadRead {
+  std::size_t file_index = 0;
+  std::size_t group = 0;               ///< plan index of the first tensor of the read's group
+  std::uint64_t offset = 0;
+  std::uint64_t size = 0;
+  std::uint64_t dest_offset = 0;
+  std::vector<std::size_t> completes;  ///< plan tensors whose last byte this read brings in
+};
+
+struct LoadPlan {
+  std::vector<const TensorInfo*> tensors;  ///< this rank's tensors, in load order
+  std::vector<std::uint64_t> placement;    ///< offset of each tensor in the allocation
+  std::vector<LoadRead> reads;             ///< in issue order
+  std::uint64_t allocation_bytes = 0;      ///< 0 with caller buffers
+  std::uint64_t bytes = 0;                 ///< sum of the tensors' sizes
+};
+
+/// What load() would do, without reading or allocating. Throws a usage Error on bad options.
+[[nodiscard]] LoadPlan plan_load(const Checkpoint& checkpoint, const LoadOptions& options);
+
+/// Tensors in memory, owning the allocation they live in (unless they are in caller buffers).
+class LoadedTensors {
+ public:
+  LoadedTensors() = default;
+  LoadedTensors(LoadedTensors&& o) noexcept;
+  LoadedTensors& operator=(LoadedTensors&& o) noexcept;
+  LoadedTensors(const LoadedTensors&) = delete;
+  LoadedTensors& operator=(const LoadedTensors&) = delete;
+  ~LoadedTensors();
+
+  /// In plan order.
+  [[nodiscard]] const std::vector<LoadedTensor>& tensors() const noexcept { return tensors_; }
+  [[nodiscard]] const LoadedTensor* find(std::string_view name) const;
+  /// Bytes loaded, wall time of the reads (allocation excluded), I/Os, and the path the bytes
+  /// took with its reason; when reads took different paths the reason lists the bytes per path.
+  [[nodiscard]] const TransferResult& result() const noexcept { return result_; }
+  [[nodiscard]] LoadTarget target() const noexcept { return target_; }
+  [[nodiscard]] const std::shared_ptr<Device>& device() const noexcept { return device_; }
+  /// XXH3-64 (seed 0) of a tensor's bytes as they are in memory; device memory is copied back
+  /// to host memory in pieces of at most 64 MiB to be hashed.
+  [[nodiscard]] std::uint64_t xxh3(const LoadedTensor& t) const;
+
+ private:
+  friend LoadedTensors load(const Checkpoint&, const LoadOptions&);
+  void release() noexcept;
+
+  std::shared_ptr<Device> device_;
+  LoadTarget target_ = LoadTarget::pageable_host;
+  void* base_ = nullptr;
+  std::uint64_t size_ = 0;
+  std::vector<LoadedTensor> tensors_;
+  std::unordered_map<std::string_view, std::size_t> by_name_;
+  TransferResult result_;
+};
+
+/// Plans and runs a load. Throws an Error naming the file and range on a failed read (or a file
+/// that shrank since its header was read), after every outstanding read has finished.
+[[nodiscard]] LoadedTensors load(const Checkpoint& checkpoint, const LoadOptions& options);
+
+}  // namespace sluice

@@ -1,0 +1,183 @@
+// Opening the files of a checkpoint: single files, sharded safetensors indexes and folders.
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "sluice/error.hpp"
+#include "sluice/load.hpp"
+
+namespace sluice {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+constexpr std::uint64_t max_index_bytes = 64 * MiB;
+
+[[noreturn]] void bad_index(const std::string& path, const std::string& what) {
+  throw Error(ErrorDomain::data, EINVAL, {.op = "safetensors index", .path = path}, what);
+}
+
+std::string read_text_file(const std::string& path) {
+  File f = File::open(path, OpenMode::read);
+  const std::uint64_t size = f.size();
+  if (size > max_index_bytes) {
+    bad_index(path, fmt::format("the index has {} bytes, more than the limit of {}", size, max_index_bytes));
+  }
+  std::string text(static_cast<std::size_t>(size), '\0');
+  const auto n = read(f, text.data(), size, 0).bytes;
+  text.resize(static_cast<std::size_t>(n));
+  return text;
+}
+
+bool is_index(const std::string& path) { return path.ends_with(".index.json"); }
+
+// The shard files an index names, in name order, each checked to stay inside the index's folder.
+std::vector<std::pair<std::string, std::vector<std::string>>> read_index(const std::string& path) {
+  const std::string text = read_text_file(path);
+  json doc;
+  try {
+    doc = json::parse(text);
+  } catch (const json::exception& e) {
+    bad_index(path, fmt::format("not valid JSON: {}", e.what()));
+  }
+  if (!doc.is_object() || !doc.contains("weight_map")) bad_index(path, "field 'weight_map' is missing");
+  const json& map = doc["weight_map"];
+  if (!map.is_object()) bad_index(path, "field 'weight_map' is not an object");
+  std::map<std::string, std::vector<std::string>> shards;
+  for (auto it = map.begin(); it != map.end(); ++it) {
+    if (!it.value().is_string()) {
+      bad_index(path, fmt::format("field 'weight_map'.'{}' is not a file name", it.key()));
+    }
+    const std::string shard = it.value().get<std::string>();
+    const fs::path p(shard);
+    bool escapes = shard.empty() || p.is_absolute();
+    for (const auto& part : p) escapes = escapes || part == "..";
+    if (escapes) {
+      bad_index(path, fmt::format("field 'weight_map'.'{}' names '{}', which is not a file beside the index",
+                                  it.key(), shard));
+    }
+    shards[shard].push_back(it.key());
+  }
+  if (shards.empty()) bad_index(path, "field 'weight_map' names no tensors");
+  const fs::path dir = fs::path(path).parent_path();
+  std::vector<std::pair<std::string, std::vector<std::string>>> out;
+  for (auto& [shard, names] : shards) out.emplace_back((dir / shard).string(), std::move(names));
+  return out;
+}
+
+std::vector<std::string> expand_folder(const std::string& path) {
+  std::vector<std::string> indexes;
+  std::vector<std::string> files;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(path, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (!entry.is_regular_file()) continue;
+    if (name == "model.safetensors.index.json") return {entry.path().string()};
+    if (is_index(name) && name.find("safetensors") != std::string::npos) indexes.push_back(entry.path().string());
+    if (name.ends_with(".safetensors") || name.ends_with(".npy")) files.push_back(entry.path().string());
+  }
+  if (ec) throw_os_error(ec.value(), {.op = "open", .path = path}, "cannot list the folder");
+  if (indexes.size() == 1) return indexes;
+  if (indexes.size() > 1) {
+    throw_usage_error({.op = "load", .path = path},
+                      "the folder holds more than one safetensors index; name the one to load");
+  }
+  if (files.empty()) {
+    throw_usage_error({.op = "load", .path = path}, "the folder holds no .safetensors, .npy or index file");
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+}  // namespace
+
+std::string_view to_string(LoadTarget t) noexcept {
+  switch (t) {
+    case LoadTarget::device: return "device";
+    case LoadTarget::pinned_host: return "pinned_host";
+    case LoadTarget::pageable_host: return "pageable_host";
+  }
+  return "?";
+}
+
+void Checkpoint::add(TensorFileLayout layout, std::unique_ptr<File> file) {
+  const std::size_t index = layouts_.size();
+  for (TensorInfo& t : layout.tensors) t.file_index = index;
+  layouts_.push_back(std::move(layout));
+  files_.push_back(std::move(file));
+}
+
+void Checkpoint::index_tensors() {
+  tensors_.clear();
+  by_name_.clear();
+  for (const auto& layout : layouts_) {
+    for (const TensorInfo& t : layout.tensors) {
+      auto [it, fresh] = by_name_.emplace(t.name, tensors_.size());
+      if (!fresh) {
+        throw Error(ErrorDomain::data, EINVAL, {.op = "load", .path = layout.path},
+                    fmt::format("tensor '{}' is also in '{}': tensor names must be unique across files", t.name,
+                                layouts_[tensors_[it->second].file_index].path));
+      }
+      tensors_.push_back(t);
+    }
+  }
+}
+
+Checkpoint Checkpoint::open(std::span<const std::string> paths) {
+  if (paths.empty()) throw_usage_error({.op = "load"}, "no files given");
+  Checkpoint cp;
+  std::set<std::string> seen;
+  auto open_one = [&](const std::string& p) {
+    if (!seen.insert(fs::weakly_canonical(p).string()).second) {
+      throw_usage_error({.op = "load", .path = p}, "the file is given twice");
+    }
+    auto file = std::make_unique<File>(File::open(p, OpenMode::read));
+    TensorFileLayout layout = formats::read_layout(*file);
+    cp.add(std::move(layout), std::move(file));
+  };
+  for (const std::string& given : paths) {
+    std::vector<std::string> expanded{given};
+    std::error_code ec;
+    if (fs::is_directory(given, ec)) expanded = expand_folder(given);
+    for (const std::string& p : expanded) {
+      if (!is_index(p)) {
+        open_one(p);
+        continue;
+      }
+      for (const auto& [shard, names] : read_index(p)) {
+        open_one(shard);
+        const TensorFileLayout& layout = cp.layouts_.back();
+        std::set<std::string_view> listed(names.begin(), names.end());
+        for (const TensorInfo& t : layout.tensors) {
+          if (listed.erase(t.name) == 0) {
+            bad_index(p, fmt::format("shard '{}' holds tensor '{}', which the weight_map does not list", shard, t.name));
+          }
+        }
+        if (!listed.empty()) {
+          bad_index(p, fmt::format("field 'weight_map' puts tensor '{}' in '{}', which does not hold it",
+                                   *listed.begin(), shard));
+        }
+      }
+    }
+  }
+  cp.index_tensors();
+  return cp;
+}
+
+const TensorInfo* Checkpoint::find(std::string_view name) const {
+  auto it = by_name_.find(std::string(name));
+  return it == by_name_.end() ? nullptr : &tensors_[it->second];
+}
+
+std::uint64_t Checkpoint::total_bytes() const noexcept {
+  std::uint64_t n = 0;
+  for (const auto& t : tensors_) n += t.bytes;
+  return n;
+}
+
+}  // namespace sluice

@@ -1,0 +1,208 @@
+// Running a load plan: allocate once, keep reads in flight within the staging budget, hand each
+// tensor out as the read holding its last byte completes, and sum up the paths taken.
+#include <deque>
+#include <exception>
+#include <future>
+#include <map>
+
+// Inlined (header-only): libsluice needs no libxxhash at run time, so portable builds stay
+// glibc-only.
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+#include <fmt/format.h>
+
+#include "sluice/error.hpp"
+#include "sluice/host_memory.hpp"
+#include "sluice/load.hpp"
+
+namespace sluice {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+void* allocate(LoadTarget target, Device* dev, std::uint64_t bytes) {
+  const auto n = static_cast<std::size_t>(std::max<std::uint64_t>(bytes, 1));
+  switch (target) {
+    case LoadTarget::device: return dev->alloc(n);
+    case LoadTarget::pinned_host: return dev->alloc_pinned(n);
+    case LoadTarget::pageable_host: return map_host_memory(n);
+  }
+  return nullptr;
+}
+
+std::string path_summary(const std::map<Path, std::pair<std::uint64_t, std::string>>& by_path, Path* main) {
+  std::uint64_t best = 0;
+  std::string reason;
+  for (const auto& [p, v] : by_path) {
+    if (v.first >= best) {
+      best = v.first;
+      *main = p;
+      reason = v.second;
+    }
+  }
+  if (by_path.size() <= 1) return reason;
+  std::string mix = "mixed:";
+  for (const auto& [p, v] : by_path) mix += fmt::format(" {} {} ({});", to_string(p), format_size(v.first), v.second);
+  mix.pop_back();
+  return mix;
+}
+
+}  // namespace
+
+LoadedTensors::LoadedTensors(LoadedTensors&& o) noexcept { *this = std::move(o); }
+
+LoadedTensors& LoadedTensors::operator=(LoadedTensors&& o) noexcept {
+  if (this != &o) {
+    release();
+    device_ = std::move(o.device_);
+    target_ = o.target_;
+    base_ = std::exchange(o.base_, nullptr);
+    size_ = std::exchange(o.size_, 0);
+    tensors_ = std::move(o.tensors_);
+    by_name_ = std::move(o.by_name_);
+    result_ = std::move(o.result_);
+  }
+  return *this;
+}
+
+LoadedTensors::~LoadedTensors() { release(); }
+
+void LoadedTensors::release() noexcept {
+  if (base_ == nullptr) return;
+  switch (target_) {
+    case LoadTarget::device: device_->free(base_); break;
+    case LoadTarget::pinned_host: device_->free_pinned(base_); break;
+    case LoadTarget::pageable_host: unmap_host_memory(base_, static_cast<std::size_t>(std::max<std::uint64_t>(size_, 1))); break;
+  }
+  base_ = nullptr;
+}
+
+const LoadedTensor* LoadedTensors::find(std::string_view name) const {
+  auto it = by_name_.find(name);
+  return it == by_name_.end() ? nullptr : &tensors_[it->second];
+}
+
+std::uint64_t LoadedTensors::xxh3(const LoadedTensor& t) const {
+  const std::uint64_t n = t.info->bytes;
+  const bool on_device = target_ == LoadTarget::device;
+  if (!on_device) return XXH3_64bits(t.data, static_cast<std::size_t>(n));
+  std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> state(XXH3_createState(), &XXH3_freeState);
+  if (!state || XXH3_64bits_reset(state.get()) != XXH_OK) {
+    throw_os_error(ENOMEM, {.op = "xxh3"}, "cannot create a hash state");
+  }
+  const std::uint64_t piece = std::min<std::uint64_t>(n, 64 * MiB);
+  std::vector<std::byte> host(static_cast<std::size_t>(std::max<std::uint64_t>(piece, 1)));
+  for (std::uint64_t pos = 0; pos < n; pos += piece) {
+    const auto len = static_cast<std::size_t>(std::min(piece, n - pos));
+    device_->copy_to_host(host.data(), static_cast<const std::byte*>(t.data) + pos, len);
+    (void)XXH3_64bits_update(state.get(), host.data(), len);
+  }
+  return XXH3_64bits_digest(state.get());
+}
+
+LoadedTensors load(const Checkpoint& cp, const LoadOptions& o) {
+  const LoadPlan plan = plan_load(cp, o);
+  if (o.target != LoadTarget::pageable_host && !o.device) {
+    throw_usage_error({.op = "load"}, fmt::format("target {} needs a device (LoadOptions::device)", to_string(o.target)));
+  }
+  LoadedTensors out;
+  out.device_ = o.device;
+  out.target_ = o.target;
+  out.tensors_.resize(plan.tensors.size());
+  if (!o.destination) {
+    out.base_ = allocate(o.target, o.device.get(), plan.allocation_bytes);
+    out.size_ = plan.allocation_bytes;
+  }
+  for (std::size_t i = 0; i < plan.tensors.size(); ++i) {
+    LoadedTensor& t = out.tensors_[i];
+    t.info = plan.tensors[i];
+    if (o.destination) {
+      t.data = o.destination(*t.info);
+      if (t.data == nullptr) {
+        throw_usage_error({.op = "load", .path = cp.layouts()[t.info->file_index].path},
+                          fmt::format("the destination callback gave no buffer for tensor '{}'", t.info->name));
+      }
+    } else {
+      t.data = static_cast<std::byte*>(out.base_) + plan.placement[i];
+    }
+    out.by_name_.emplace(t.info->name, i);
+  }
+
+  TransferOptions topts;
+  topts.device = o.device;
+  topts.path = o.path;
+  topts.config = o.config;
+
+  struct InFlight {
+    std::size_t read;
+    std::future<TransferResult> result;
+  };
+  std::deque<InFlight> window;
+  std::uint64_t inflight = 0;
+  std::size_t next = 0;
+  std::map<Path, std::pair<std::uint64_t, std::string>> by_path;
+  TransferResult& total = out.result_;
+  std::exception_ptr failure;
+
+  auto dest_of = [&](const LoadRead& r) {
+    auto* base = static_cast<std::byte*>(o.destination ? out.tensors_[r.group].data : out.base_);
+    return base + r.dest_offset;
+  };
+  const auto t0 = Clock::now();
+  while (next < plan.reads.size() || !window.empty()) {
+    // Issue reads while within the budget (always at least one in flight).
+    while (!failure && next < plan.reads.size() &&
+           (window.empty() || inflight + plan.reads[next].size <= o.inflight_bytes)) {
+      const LoadRead& r = plan.reads[next];
+      std::future<TransferResult> f;
+      if (r.size == 0) {
+        std::promise<TransferResult> done;
+        done.set_value({});
+        f = done.get_future();
+      } else {
+        f = read_async(cp.file(r.file_index), dest_of(r), r.size, r.offset, topts);
+      }
+      window.push_back({next, std::move(f)});
+      inflight += r.size;
+      ++next;
+    }
+    if (window.empty()) break;
+    InFlight done = std::move(window.front());
+    window.pop_front();
+    const LoadRead& r = plan.reads[done.read];
+    inflight -= r.size;
+    try {
+      const TransferResult res = done.result.get();
+      if (failure) continue;
+      if (res.bytes != r.size) {
+        throw Error(ErrorDomain::data, EIO,
+                    {.op = "load", .path = cp.layouts()[r.file_index].path, .offset = r.offset, .size = r.size,
+                     .has_range = true},
+                    fmt::format("the file ended after {} of these bytes: it shrank after its header was read", res.bytes));
+      }
+      if (r.size > 0) {
+        auto& slot = by_path[res.path];
+        slot.first += res.bytes;
+        if (slot.second.empty()) slot.second = res.reason;
+        total.bytes += res.bytes;
+        total.ios += res.ios;
+      }
+      if (o.on_tensor) {
+        for (std::size_t k : r.completes) o.on_tensor(out.tensors_[k]);
+      }
+    } catch (...) {
+      if (!failure) failure = std::current_exception();
+    }
+  }
+  total.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  if (failure) std::rethrow_exception(failure);
+  if (by_path.empty()) {
+    total.path = o.target == LoadTarget::device ? Path::bounce : Path::host;
+    total.reason = "nothing to read";
+  } else {
+    total.reason = path_summary(by_path, &total.path);
+  }
+  return out;
+}
+
+}  // namespace sluice

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets for the safetensors and .npy parsers with clang
+# (-fsanitize=fuzzer,address,undefined) and runs each for a bounded time on a copy of the seed
+# corpus in tests/fuzz/corpus. Needs clang and libclang-rt-14-dev (libFuzzer's runtime).
+#   tests/fuzz/run.sh [BUILD_DIR] [SECONDS_PER_TARGET]      (defaults: build/fuzz 30)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+out=${1:-build/fuzz}
+seconds=${2:-30}
+cxx=${CXX_FUZZ:-clang++}
+if ! command -v "$cxx" >/dev/null; then
+  echo "fuzz: $cxx not found, skipping (apt-get install clang libclang-rt-14-dev)"; exit 0
+fi
+mkdir -p "$out"
+srcs=(src/core/error.cpp src/formats/layout.cpp src/formats/npy.cpp src/formats/py_literal.cpp
+      src/formats/safetensors.cpp)
+flags=(-std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
+       -Iinclude -Isrc)
+for target in safetensors npy; do
+  bin="$out/fuzz_$target"
+  if [ ! -x "$bin" ] || [ -n "$(find "${srcs[@]}" "tests/fuzz/fuzz_$target.cpp" include/sluice/formats.hpp -newer "$bin")" ]; then
+    echo "fuzz: building $bin"
+    "$cxx" "${flags[@]}" -o "$bin" "tests/fuzz/fuzz_$target.cpp" "${srcs[@]}" -lfmt
+  fi
+done
+for target in safetensors npy; do
+  corpus="$out/corpus_$target"
+  rm -rf "$corpus"; mkdir -p "$corpus"
+  cp tests/fuzz/corpus/"$target"/* "$corpus"/
+  echo "fuzz: running fuzz_$target for ${seconds}s"
+  # -max_len covers the seeds; leaks and crashes fail the run (libFuzzer exits non-zero).
+  "$out/fuzz_$target" -max_total_time="$seconds" -max_len=4096 -timeout=10 -rss_limit_mb=2048 \
+    -print_final_stats=1 "$corpus" 2>"$out/fuzz_$target.log" || { tail -50 "$out/fuzz_$target.log"; exit 1; }
+  grep -E "stat::number_of_executed_units|Done" "$out/fuzz_$target.log" | tail -2
+done

@@ -1,0 +1,222 @@
+// `sluice load` as a user runs it: --checksum against an independent XXH3 of the file's bytes
+// (safetensors built here, .npy written by NumPy itself when python3-numpy is installed),
+// --json's schema, rank splitting, and exit codes 2 (bad arguments) and 1 (bad files).
+#include <gtest/gtest.h>
+
+#include <xxhash.h>
+
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+#include "sluice/config.hpp"
+#include "sluice/formats.hpp"
+#include "support/test_util.hpp"
+#include "tensor_files.hpp"
+
+#ifndef SLUICE_CLI_PATH
+#error "SLUICE_CLI_PATH must name the built sluice binary"
+#endif
+
+namespace sluice {
+namespace {
+
+using test::pattern;
+using test::shell_quote;
+
+struct CliRun {
+  int rc = -1;
+  std::string out;
+  std::string err;
+};
+
+class LoadCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    env_.push_back(std::make_unique<test::ScopedEnv>("SLUICE_CONFIG", std::nullopt));
+    for (const auto& e : Config().entries()) env_.push_back(std::make_unique<test::ScopedEnv>(e.env, std::nullopt));
+  }
+  CliRun sluice(const std::string& args) {
+    CliRun r;
+    const std::string out = dir_.file("stdout");
+    const std::string err = dir_.file("stderr");
+    r.rc = test::shell(fmt::format("{} load {} >{} 2>{}", shell_quote(SLUICE_CLI_PATH), args, shell_quote(out), shell_quote(err)));
+    r.out = test::read_text(out);
+    r.err = test::read_text(err);
+    return r;
+  }
+  std::string put(const std::string& name, const std::vector<std::byte>& bytes) {
+    const std::string p = dir_.file(name);
+    test::write_file(p, bytes);
+    return p;
+  }
+  // Runs --json --checksum on `files` and checks every tensor's hash against the file's bytes.
+  std::size_t check_checksums(const std::vector<std::string>& files, const std::string& extra) {
+    std::string args;
+    for (const auto& f : files) args += shell_quote(f) + " ";
+    const CliRun r = sluice(args + "--json --checksum " + extra);
+    EXPECT_EQ(r.rc, 0) << r.err;
+    if (r.rc != 0) return 0;
+    const auto j = nlohmann::json::parse(r.out);
+    std::map<std::string, TensorInfo> truth;
+    for (const auto& f : files) {
+      const auto layout = formats::read_layout(File::open(f, OpenMode::read));
+      for (const auto& t : layout.tensors) truth[t.name] = t, truth[t.name].name = f;
+    }
+    std::uint64_t bytes = 0;
+    for (const auto& t : j.at("tensors")) {
+      const std::string name = t.at("name");
+      const TensorInfo& want = truth.at(name);
+      const auto data = test::pread_file(want.name, want.offset, want.bytes);
+      EXPECT_EQ(t.at("xxh3").get<std::string>(), fmt::format("{:016x}", XXH3_64bits(data.data(), data.size())))
+          << name << " in " << want.name;
+      EXPECT_EQ(t.at("bytes").get<std::uint64_t>(), want.bytes);
+      EXPECT_EQ(t.at("dtype").get<std::string>(), want.dtype);
+      EXPECT_EQ(t.at("shape").get<std::vector<std::uint64_t>>(), want.shape);
+      bytes += want.bytes;
+    }
+    const auto& s = j.at("summary");
+    EXPECT_EQ(s.at("bytes").get<std::uint64_t>(), bytes);
+    for (const char* k : {"seconds", "gib_per_s", "path", "reason"}) EXPECT_TRUE(s.contains(k)) << k;
+    return j.at("tensors").size();
+  }
+
+  test::TempDir dir_{"/var/tmp", "sluice-load-cli-"};
+  std::vector<std::unique_ptr<test::ScopedEnv>> env_;
+};
+
+TEST_F(LoadCli, SafetensorsChecksumsMatchTheFile) {
+  std::vector<test::StTensor> ts;
+  unsigned seed = 1;
+  for (std::string_view d : formats::safetensors_dtypes()) {
+    const std::uint32_t bits = formats::safetensors_dtype_bits(d);
+    for (std::uint64_t n : {0ull, 8ull, 24ull, 1000ull}) {
+      ts.push_back({fmt::format("{}.{}", d, n), std::string(d), {n / 8, 8}, pattern(n * bits / 8, seed++)});
+    }
+  }
+  ts.push_back({"scalar", "F32", {}, pattern(4, 99)});
+  ts.push_back({"big", "BF16", {3, 70001}, pattern(3 * 70001 * 2, 98)});
+  const auto f = put("model.safetensors", test::safetensors_file(ts, {{"format", "pt"}}));
+  EXPECT_EQ(check_checksums({f}, "--device sim"), ts.size());
+  EXPECT_EQ(check_checksums({f}, "--memory host --max-read 4K"), ts.size());
+  EXPECT_EQ(check_checksums({f}, "--memory pinned --device sim --alignment 4096"), ts.size());
+  EXPECT_EQ(check_checksums({f}, "--device sim --path posix"), ts.size());
+
+  // Rank split: the two halves together are the whole.
+  const CliRun r0 = sluice(shell_quote(f) + " --device sim --json --rank 0 --world 2");
+  const CliRun r1 = sluice(shell_quote(f) + " --device sim --json --rank 1 --world 2");
+  ASSERT_EQ(r0.rc, 0) << r0.err;
+  ASSERT_EQ(r1.rc, 0) << r1.err;
+  const auto j0 = nlohmann::json::parse(r0.out);
+  const auto j1 = nlohmann::json::parse(r1.out);
+  EXPECT_EQ(j0["tensors"].size() + j1["tensors"].size(), ts.size());
+  EXPECT_GT(j0["tensors"].size(), 0u);
+  EXPECT_GT(j1["tensors"].size(), 0u);
+
+  // The text form: a line per tensor and the summary with the path.
+  const CliRun t = sluice(shell_quote(f) + " --device sim --checksum --tensors big,scalar");
+  ASSERT_EQ(t.rc, 0) << t.err;
+  EXPECT_NE(t.out.find("big  BF16  [3, 70001]  420006  "), std::string::npos) << t.out;
+  EXPECT_NE(t.out.find("loaded 2 tensors"), std::string::npos) << t.out;
+  EXPECT_NE(t.out.find("path: bounce"), std::string::npos) << t.out;
+}
+
+TEST_F(LoadCli, HandBuiltNpyChecksums) {
+  std::vector<std::string> files;
+  int i = 0;
+  for (int v : {1, 2, 3}) {
+    for (const char* descr : {"<f4", "|u1", ">i8", "<c16"}) {
+      const std::size_t item = descr[2] == '4' ? 4 : descr[2] == '1' && descr[1] == 'u' ? 1 : descr[2] == '8' ? 8 : 16;
+      files.push_back(put(fmt::format("a{}.npy", i), test::npy_file(v, fmt::format("{{'descr': '{}', 'fortran_order': {}, 'shape': (7, 3), }}",
+                                                                                    descr, i % 2 ? "True" : "False"),
+                                                                    pattern(21 * item, static_cast<unsigned>(i)))));
+      ++i;
+    }
+  }
+  EXPECT_EQ(check_checksums(files, "--device sim"), files.size());
+}
+
+TEST_F(LoadCli, NumpyWrittenFiles) {
+  std::string python;
+  for (const char* p : {"/usr/bin/python3", "python3"}) {
+    if (test::shell(fmt::format("{} -c 'import numpy' >/dev/null 2>&1", p)) == 0) {
+      python = p;
+      break;
+    }
+  }
+  if (python.empty()) GTEST_SKIP() << "python3 with numpy not found (apt-get install python3-numpy)";
+  const std::string out = dir_.file("np");
+  std::filesystem::create_directories(out);
+  const std::string script = dir_.file("gen.py");
+  const std::string gen = R"PY(
+import sys, numpy as np
+out = sys.argv[1]
+rng = np.random.default_rng(7)
+dtypes = ['bool', 'int8', 'uint8', 'int16', '>u2', 'int32', 'uint32', '>i4', 'int64', 'uint64',
+          'float16', 'float32', '>f4', 'float64', 'complex64', 'complex128', 'longdouble',
+          'S5', 'U3', 'V7', 'datetime64[ns]', 'timedelta64[s]']
+shapes = [(), (0,), (1,), (13,), (3, 5), (2, 3, 4), (0, 6), (257, 3), (1, 1, 1, 1)]
+n = 0
+for dt in dtypes:
+    for shape in shapes:
+        count = int(np.prod(shape)) if shape else 1
+        raw = rng.integers(0, 256, size=count * np.dtype(dt).itemsize, dtype=np.uint8)
+        a = raw.view(dt).reshape(shape) if count else np.zeros(shape, dtype=dt)
+        for order in ('C', 'F'):
+            b = np.asfortranarray(a) if order == 'F' else np.ascontiguousarray(a)
+            np.save(f'{out}/s{n}.npy', b)
+            n += 1
+            for version in ((1, 0), (2, 0), (3, 0)):
+                with open(f'{out}/v{n}.npy', 'wb') as f:
+                    np.lib.format.write_array(f, b, version=version)
+                n += 1
+np.save(f'{out}/big.npy', rng.standard_normal((1000, 1000)).astype(np.float32))
+)PY";
+  test::write_file(script, std::as_bytes(std::span(gen.data(), gen.size())));
+  ASSERT_EQ(test::shell(fmt::format("{} {} {}", python, shell_quote(script), shell_quote(out))), 0);
+  std::vector<std::string> files;
+  for (const auto& e : std::filesystem::directory_iterator(out)) files.push_back(e.path().string());
+  std::sort(files.begin(), files.end());
+  ASSERT_GT(files.size(), 700u);
+  // Several runs of a bounded number of files (one command line each).
+  for (std::size_t i = 0; i < files.size(); i += 200) {
+    std::vector<std::string> part(files.begin() + static_cast<std::ptrdiff_t>(i),
+                                  files.begin() + static_cast<std::ptrdiff_t>(std::min(files.size(), i + 200)));
+    EXPECT_EQ(check_checksums(part, i % 400 == 0 ? "--device sim" : "--memory host"), part.size());
+  }
+  // NumPy's object arrays are refused with the reason.
+  ASSERT_EQ(test::shell(fmt::format("{} -c \"import numpy as np; np.save('{}/obj.npy', np.array([1, 'a', None], dtype=object))\"",
+                                    python, out)), 0);
+  const CliRun r = sluice(shell_quote(out + "/obj.npy"));
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_NE(r.err.find("object array"), std::string::npos) << r.err;
+}
+
+TEST_F(LoadCli, ExitCodesAndMessages) {
+  const auto f = put("m.safetensors", test::safetensors_file({{"a", "F32", {4}, pattern(16)}, {"b", "U8", {3}, pattern(3)}}));
+  const std::string q = shell_quote(f);
+  for (const std::string& bad : {q + " --rank 1", q + " --rank 2 --world 2", q + " --path sideways",
+                                 q + " --memory gpu", q + " --tensors a,nope", q + " --alignment 3",
+                                 q + " --device tpu:0", std::string("")}) {
+    const CliRun r = sluice(bad);
+    EXPECT_EQ(r.rc, 2) << bad << ": " << r.err;
+    EXPECT_FALSE(r.err.empty()) << bad;
+  }
+  auto broken = test::safetensors_file({{"a", "F32", {4}, pattern(16)}});
+  broken.resize(broken.size() - 3);
+  const CliRun r = sluice(shell_quote(put("broken.safetensors", broken)));
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_NE(r.err.find("broken.safetensors"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("'a'.data_offsets"), std::string::npos) << r.err;
+  const CliRun missing = sluice(shell_quote(dir_.file("missing.safetensors")));
+  EXPECT_EQ(missing.rc, 1);
+  EXPECT_NE(missing.err.find("missing.safetensors"), std::string::npos) << missing.err;
+  const CliRun list = sluice(q + " --list");
+  EXPECT_EQ(list.rc, 0) << list.err;
+  EXPECT_NE(list.out.find("a\tF32\t[4]\t16\t"), std::string::npos) << list.out;
+}
+
+}  // namespace
+}  // namespace sluice

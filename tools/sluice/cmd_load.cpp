@@ -1,0 +1,185 @@
+// sluice load: tensor files (safetensors, .npy, sharded checkpoints) into device or host memory
+// through the loader API, with a per-tensor table, optional XXH3-64 checksums of the bytes as
+// they landed, and a summary naming the path taken.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli_util.hpp"
+#include "commands.hpp"
+#include "sluice/load.hpp"
+#include "sluice/units.hpp"
+
+namespace sluice::cli {
+namespace {
+
+struct LoadArgs {
+  std::vector<std::string> paths;
+  std::string device;
+  std::string path = "auto";
+  std::string memory = "device";
+  std::vector<std::string> tensors;
+  int rank = -1;
+  int world = -1;
+  std::string alignment = "256";
+  std::string max_read = "64M";
+  std::string inflight = "256M";
+  bool json = false;
+  bool checksum = false;
+  bool list = false;
+};
+
+std::string shape_text(const std::vector<std::uint64_t>& shape) {
+  return fmt::format("[{}]", fmt::join(shape, ", "));
+}
+
+// A one-line progress report on a terminal, at most ten times a second.
+class Progress {
+ public:
+  Progress(std::uint64_t total, bool enabled) : total_(total), enabled_(enabled && total >= 256 * MiB) {}
+  void add(std::uint64_t bytes) {
+    done_ += bytes;
+    if (!enabled_) return;
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last_ < std::chrono::milliseconds(100) && done_ < total_) return;
+    last_ = now;
+    std::fprintf(stderr, "\rloading: %s of %s (%.0f%%)   ", format_size(done_).c_str(), format_size(total_).c_str(),
+                 100.0 * static_cast<double>(done_) / static_cast<double>(total_));
+    shown_ = true;
+  }
+  void finish() {
+    if (shown_) std::fputs("\r\033[K", stderr);
+  }
+
+ private:
+  std::uint64_t total_;
+  std::uint64_t done_ = 0;
+  bool enabled_;
+  bool shown_ = false;
+  std::chrono::steady_clock::time_point last_{};
+};
+
+int run_load(const LoadArgs& a) {
+  LoadOptions o;
+  if ((a.rank >= 0) != (a.world >= 0)) throw UsageError("--rank and --world go together");
+  if (a.world >= 0) {
+    if (a.world < 1) throw UsageError("--world must be at least 1");
+    if (a.rank >= a.world) throw UsageError(fmt::format("--rank {} must be below --world {}", a.rank, a.world));
+    o.rank = static_cast<unsigned>(a.rank);
+    o.world = static_cast<unsigned>(a.world);
+  }
+  o.alignment = to_size(a.alignment, "--alignment");
+  if (o.alignment == 0 || (o.alignment & (o.alignment - 1)) != 0) throw UsageError("--alignment must be a power of two");
+  o.max_read = to_size(a.max_read, "--max-read");
+  o.inflight_bytes = to_size(a.inflight, "--inflight");
+  if (o.max_read == 0 || o.inflight_bytes == 0) throw UsageError("--max-read and --inflight must be larger than 0");
+  o.tensors = a.tensors;
+
+  if (a.path != "auto") {
+    o.path = parse_path(a.path);
+    if (!o.path) throw UsageError(fmt::format("--path: unknown path '{}' (expected auto, direct, bounce, posix or host)", a.path));
+  }
+  if (a.memory == "device") {
+    o.target = LoadTarget::device;
+  } else if (a.memory == "pinned") {
+    o.target = LoadTarget::pinned_host;
+  } else if (a.memory == "host") {
+    o.target = LoadTarget::pageable_host;
+  } else {
+    throw UsageError(fmt::format("--memory: unknown memory '{}' (expected device, pinned or host)", a.memory));
+  }
+  if (o.path == Path::host && o.target == LoadTarget::device) {
+    if (a.memory != "device" || !a.device.empty()) throw UsageError("--path host loads into host memory, not --memory device");
+    o.target = LoadTarget::pageable_host;
+  }
+  if (o.target != LoadTarget::pageable_host || !a.device.empty()) {
+    o.device = open_device(a.device.empty() ? config()->device : a.device);
+  }
+
+  const Checkpoint cp = Checkpoint::open(a.paths);
+  if (a.list) {
+    const LoadPlan plan = plan_load(cp, o);  // checks --tensors and the rank split
+    nlohmann::json j = nlohmann::json::array();
+    for (const TensorInfo* t : plan.tensors) {
+      if (a.json) {
+        j.push_back({{"name", t->name}, {"dtype", t->dtype}, {"shape", t->shape}, {"bytes", t->bytes},
+                     {"file", cp.layouts()[t->file_index].path}, {"offset", t->offset}});
+      } else {
+        std::printf("%s\t%s\t%s\t%llu\t%s@%llu\n", t->name.c_str(), t->dtype.c_str(), shape_text(t->shape).c_str(),
+                    static_cast<unsigned long long>(t->bytes), cp.layouts()[t->file_index].path.c_str(),
+                    static_cast<unsigned long long>(t->offset));
+      }
+    }
+    if (a.json) std::printf("%s\n", nlohmann::json{{"tensors", j}}.dump().c_str());
+    return 0;
+  }
+
+  std::uint64_t planned = 0;
+  for (const TensorInfo* t : plan_load(cp, o).tensors) planned += t->bytes;
+  Progress progress(planned, !a.json && isatty(STDERR_FILENO) != 0);
+  o.on_tensor = [&progress](const LoadedTensor& t) { progress.add(t.info->bytes); };
+  const LoadedTensors loaded = load(cp, o);
+  progress.finish();
+
+  const TransferResult& r = loaded.result();
+  const double gibps = r.seconds > 0 ? static_cast<double>(r.bytes) / static_cast<double>(GiB) / r.seconds : 0.0;
+  const std::string where = o.device ? fmt::format("{} memory of {}", to_string(o.target), o.device->info().name)
+                                     : std::string("pageable host memory");
+  if (a.json) {
+    nlohmann::json tensors = nlohmann::json::array();
+    for (const LoadedTensor& t : loaded.tensors()) {
+      nlohmann::json e = {{"name", t.info->name}, {"dtype", t.info->dtype}, {"shape", t.info->shape},
+                          {"bytes", t.info->bytes}};
+      if (t.info->fortran_order) e["fortran_order"] = true;
+      if (a.checksum) e["xxh3"] = fmt::format("{:016x}", loaded.xxh3(t));
+      tensors.push_back(std::move(e));
+    }
+    nlohmann::json summary = {{"bytes", r.bytes},           {"seconds", r.seconds},
+                              {"gib_per_s", gibps},         {"path", to_string(r.path)},
+                              {"reason", r.reason},         {"tensors", loaded.tensors().size()},
+                              {"files", cp.layouts().size()}, {"memory", where}, {"ios", r.ios}};
+    if (o.world > 1) summary["rank"] = o.rank, summary["world"] = o.world;
+    std::printf("%s\n", nlohmann::json{{"tensors", tensors}, {"summary", summary}}.dump().c_str());
+    return 0;
+  }
+  for (const LoadedTensor& t : loaded.tensors()) {
+    std::string line = fmt::format("{}  {}  {}{}  {}", t.info->name, t.info->dtype, shape_text(t.info->shape),
+                                   t.info->fortran_order ? " (fortran order)" : "", t.info->bytes);
+    if (a.checksum) line += fmt::format("  {:016x}", loaded.xxh3(t));
+    std::printf("%s\n", line.c_str());
+  }
+  std::printf("loaded %zu tensors, %s from %zu file(s) in %.3f s (%.2f GiB/s) into %s%s\npath: %s (%s)\n",
+              loaded.tensors().size(), format_size(r.bytes).c_str(), cp.layouts().size(), r.seconds, gibps,
+              where.c_str(), o.world > 1 ? fmt::format(", rank {} of {}", o.rank, o.world).c_str() : "",
+              std::string(to_string(r.path)).c_str(), r.reason.c_str());
+  return 0;
+}
+
+}  // namespace
+
+Runner add_load_command(CLI::App& app) {
+  auto args = std::make_shared<LoadArgs>();
+  auto* cmd = app.add_subcommand("load", "Load safetensors and .npy files (or a sharded checkpoint) into GPU or host memory");
+  cmd->add_option("PATH", args->paths, "files, a *.safetensors.index.json, or folders")->required();
+  cmd->add_option("--device", args->device, "the GPU: auto (first CUDA GPU, else sim), sim, cuda:N (default: configured device)");
+  cmd->add_option("--path", args->path, "transfer path: auto | direct | bounce | posix | host")->capture_default_str();
+  cmd->add_option("--memory", args->memory, "where tensors go: device | pinned | host")->capture_default_str();
+  cmd->add_option("--tensors", args->tensors, "load only these tensors (comma-separated names)")->delimiter(',');
+  cmd->add_option("--rank", args->rank, "this process's rank (with --world)");
+  cmd->add_option("--world", args->world, "number of ranks sharing the load");
+  cmd->add_option("--alignment", args->alignment, "address alignment of every tensor")->capture_default_str()
+      ->check(size_validator());
+  cmd->add_option("--max-read", args->max_read, "largest single read")->capture_default_str()->check(size_validator());
+  cmd->add_option("--inflight", args->inflight, "bytes of reads in flight (staging budget)")->capture_default_str()
+      ->check(size_validator());
+  cmd->add_flag("--checksum", args->checksum, "print the XXH3-64 of each tensor's bytes as they landed in memory");
+  cmd->add_flag("--list", args->list, "list the tensors (name, dtype, shape, bytes, file@offset) without loading");
+  cmd->add_flag("--json", args->json, "print one JSON object: tensors[] and summary");
+  return [args] { return run_load(*args); };
+}
+
+}  // namespace sluice::cli
