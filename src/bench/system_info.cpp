@@ -3,30 +3,22 @@
 // model and PCIe link where sysfs shows them, and the effective sluice configuration).
 #include <sys/utsname.h>
 
-#include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <thread>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "check/sysfs.hpp"
 #include "sluice/bench_report.hpp"
 #include "sluice/config.hpp"
 
 namespace sluice::bench {
 namespace {
 
-namespace fs = std::filesystem;
 using nlohmann::json;
 
-std::string first_line(const fs::path& p) {
-  std::ifstream in(p);
-  std::string s;
-  std::getline(in, s);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\n')) s.pop_back();
-  return s;
-}
+using detail::first_line;
 
 std::string proc_value(const char* file, std::string_view key) {
   std::ifstream in(file);
@@ -43,61 +35,18 @@ std::string proc_value(const char* file, std::string_view key) {
   return {};
 }
 
-struct Mount {
-  std::string point, type, options, source, devno;
-};
-
-// The mount holding `path` (the longest mount point that prefixes it), from mountinfo.
-Mount mount_of(const std::string& path) {
-  std::error_code ec;
-  fs::path p = fs::weakly_canonical(fs::absolute(path, ec), ec);
-  const std::string target = p.string();
-  std::ifstream in("/proc/self/mountinfo");
-  std::string line;
-  Mount best;
-  while (std::getline(in, line)) {
-    std::istringstream ss(line);
-    std::string id, parent, devno, root, point, options;
-    ss >> id >> parent >> devno >> root >> point >> options;
-    std::string tok;
-    while (ss >> tok && tok != "-") {
-    }
-    std::string type, source, super;
-    ss >> type >> source >> super;
-    const bool prefix = target == point || point == "/" ||
-                        (target.starts_with(point) && target.size() > point.size() && target[point.size()] == '/');
-    if (prefix && point.size() >= best.point.size()) {
-      best = {point, type, options + (super.empty() ? "" : "," + super), source, devno};
-    }
-  }
-  return best;
-}
-
 json block_device(const std::string& devno) {
   json d = json::object();
-  if (devno.empty()) return d;
-  std::error_code ec;
-  fs::path dev = fs::canonical("/sys/dev/block/" + devno, ec);
-  if (ec) return d;
-  d["sysfs"] = dev.string();
-  d["name"] = dev.filename().string();
-  // A partition's queue and device live on its parent.
-  fs::path disk = fs::exists(dev / "partition") ? dev.parent_path() : dev;
-  for (const char* q : {"scheduler", "rotational", "max_sectors_kb", "nr_requests"}) {
-    if (fs::exists(disk / "queue" / q)) d[std::string("queue_") + q] = first_line(disk / "queue" / q);
-  }
-  // Walk up the device tree: the model where the disk names it, the PCIe link where a PCI
-  // function does.
-  for (fs::path p = fs::canonical(disk / "device", ec); !ec && p.has_parent_path() && p != "/sys/devices";
-       p = p.parent_path()) {
-    if (!d.contains("model") && fs::exists(p / "model")) d["model"] = first_line(p / "model");
-    if (!d.contains("pcie_link") && fs::exists(p / "current_link_speed")) {
-      d["pci_address"] = p.filename().string();
-      d["pcie_link"] = {{"speed", first_line(p / "current_link_speed")},
-                        {"width", first_line(p / "current_link_width")},
-                        {"max_speed", first_line(p / "max_link_speed")},
-                        {"max_width", first_line(p / "max_link_width")}};
-    }
+  const auto b = detail::block_device(devno);
+  if (!b) return d;
+  d["sysfs"] = b->sysfs;
+  d["name"] = b->name;
+  for (const auto& [k, v] : b->queue) d["queue_" + k] = v;
+  if (!b->model.empty()) d["model"] = b->model;
+  if (b->pci) {
+    d["pci_address"] = b->pci->address;
+    d["pcie_link"] = {{"speed", b->pci->link_speed}, {"width", b->pci->link_width},
+                      {"max_speed", b->pci->max_link_speed}, {"max_width", b->pci->max_link_width}};
   }
   return d;
 }
@@ -149,7 +98,7 @@ std::string system_json(const Plan& plan) {
 
   json files = json::array();
   for (const auto& path : plan_paths(plan)) {
-    const Mount m = mount_of(path);
+    const detail::Mount m = detail::mount_of(path);
     files.push_back({{"path", path}, {"mount_point", m.point}, {"fs_type", m.type},
                      {"mount_options", m.options}, {"source", m.source}, {"devno", m.devno},
                      {"block_device", block_device(m.devno)}});

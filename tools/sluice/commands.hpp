@@ -13,5 +13,7 @@ Runner add_read_command(CLI::App& app);
 Runner add_write_command(CLI::App& app);
 Runner add_bench_command(CLI::App& app);
 Runner add_load_command(CLI::App& app);
+Runner add_check_command(CLI::App& app);
+Runner add_stats_command(CLI::App& app);
 
 }  // namespace sluice::cli

@@ -1,0 +1,94 @@
+// What this machine offers Sluice, as `sluice check` reports it: GPUs with their PCIe link and
+// NUMA node, whether libcufile loads, nvidia-fs / PCI P2PDMA / IOMMU / ACS state, and for each
+// path its filesystem, the disks behind it, O_DIRECT support and alignment, and the path Sluice
+// would take for device memory and why. Inspecting never moves file data; it creates (and
+// removes) one empty probe file in a folder to learn its O_DIRECT support.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sluice/config.hpp"
+
+namespace sluice::check {
+
+struct PciLink {
+  std::string address;  ///< "0000:17:00.0"
+  std::string speed, width, max_speed,
+      max_width;                 ///< as sysfs writes them ("16.0 GT/s PCIe", "16")
+  int numa_node = -1;            ///< -1: unknown or a single-node machine
+  std::uint64_t bar1_bytes = 0;  ///< BAR1 size (GPUs: the window peer DMA and GDS go through)
+  bool p2pmem = false;           ///< exposed through the kernel's PCI P2PDMA (p2pmem/ in sysfs)
+  bool acs_visible = false;      ///< the bridges above could be read (root)
+  std::vector<std::string> acs_redirect;  ///< bridges above with ACS P2P redirect on
+};
+
+struct Gpu {
+  bool cuda = true;  ///< opened through CUDA; false: seen in sysfs only (CUDA unavailable)
+  int ordinal = 0;   ///< cuda:N (-1 when not seen by CUDA)
+  std::string name;
+  std::uint64_t total_memory = 0;
+  std::string driver;          ///< CUDA driver, or the kernel driver bound (sysfs only)
+  std::optional<PciLink> pci;  ///< where sysfs has the function
+};
+
+struct CufileState {
+  bool loaded = false;  ///< libcufile loaded and cuFileDriverOpen succeeded
+  int version = 0;      ///< cuFileGetVersion(), 0 when unknown
+  std::string library;  ///< the file loaded (or tried)
+  std::string reason;   ///< why not loaded; empty when loaded
+};
+
+struct Platform {
+  bool nvidia_fs = false;         ///< the nvidia-fs module is loaded (/proc/driver/nvidia-fs)
+  std::string nvidia_fs_version;  ///< /sys/module/nvidia_fs/version where present
+  std::string p2pdma;             ///< kernel CONFIG_PCI_P2PDMA ("y", "not set", "unknown")
+  bool iommu = false;             ///< /sys/class/iommu has a unit
+  unsigned iommu_groups = 0;      ///< /sys/kernel/iommu_groups entries
+  std::string iommu_cmdline;      ///< iommu-related kernel parameters ("intel_iommu=on iommu=pt")
+};
+
+struct BlockDevice {
+  std::string name, devno, kind;  ///< kind: disk | partition | dm | md | loop
+  std::string disk;               ///< the whole disk (a partition's parent; else the name)
+  std::string model, backing_file;
+  std::string logical_block_size, rotational, scheduler;
+  std::optional<PciLink> pci;
+};
+
+struct PathReport {
+  std::string path;
+  std::string error;  ///< non-empty: the path could not be inspected (does not exist, ...)
+  std::string fs_type, mount_point, mount_options, source;
+  std::vector<BlockDevice> block_devices;
+  bool o_direct = false;
+  std::string o_direct_reason;         ///< why not, when o_direct is false
+  std::uint32_t dio_mem_align = 0;     ///< buffer alignment O_DIRECT needs (0 without)
+  std::uint32_t dio_offset_align = 0;  ///< offset/length alignment O_DIRECT needs (0 without)
+  std::string sluice_path;             ///< direct | bounce | posix | host, for device memory
+  std::string reason;                  ///< why that path
+};
+
+struct Report {
+  bool cuda = false;
+  std::string cuda_reason;  ///< why no CUDA GPU, when cuda is false
+  std::vector<Gpu> gpus;
+  std::string device;  ///< the device choose_path was asked with, and how it was selected
+  CufileState cufile;
+  Platform platform;
+  std::vector<PathReport> paths;
+  std::vector<Config::Entry> config;
+  std::string hwloc;  ///< topology summary, or why there is none
+};
+
+/// Inspects the machine and each of `paths` (files, folders or block devices) under the
+/// process-wide configuration. Never throws for a bad path: its PathReport carries the error.
+[[nodiscard]] Report inspect(const std::vector<std::string>& paths);
+
+/// The report as the JSON object `sluice check --json` prints, and as human text.
+[[nodiscard]] std::string to_json(const Report& r);
+[[nodiscard]] std::string to_text(const Report& r);
+
+}  // namespace sluice::check

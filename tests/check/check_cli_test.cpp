@@ -1,0 +1,249 @@
+// `sluice check` as a user runs it: a tmpfs folder has no O_DIRECT and says why, an ext4 folder
+// on a loop device names the loop device and its alignment, the JSON has its documented fields
+// with their types, and a machine without a GPU or libcufile says so with exit 0.
+#include <gtest/gtest.h>
+#include <sys/statfs.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "support/test_util.hpp"
+
+#ifndef SLUICE_CLI_PATH
+#error "SLUICE_CLI_PATH must name the built sluice binary"
+#endif
+
+namespace sluice {
+namespace {
+
+using nlohmann::json;
+using test::shell_quote;
+
+struct CliRun {
+  int rc = -1;
+  std::string out, err;
+};
+
+class Check : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    scratch_ = std::make_unique<test::TempDir>("/tmp", "sluice-check-");
+    env_.push_back(std::make_unique<test::ScopedEnv>("SLUICE_CONFIG", std::nullopt));
+    for (const auto& e : Config().entries())
+      env_.push_back(std::make_unique<test::ScopedEnv>(e.env, std::nullopt));
+  }
+
+  CliRun sluice(const std::string& args, const std::string& env = "") {
+    const std::string out = scratch_->file("stdout"), err = scratch_->file("stderr");
+    CliRun r;
+    r.rc =
+        test::shell(fmt::format("{} {} {} </dev/null >{} 2>{}", env, shell_quote(SLUICE_CLI_PATH),
+                                args, shell_quote(out), shell_quote(err)));
+    r.out = test::read_text(out);
+    r.err = test::read_text(err);
+    return r;
+  }
+
+  json check_json(const std::string& paths, int want_rc = 0, const std::string& env = "") {
+    const CliRun r = sluice("check --json " + paths, env);
+    EXPECT_EQ(r.rc, want_rc) << r.err << r.out;
+    return json::parse(r.out);
+  }
+
+  std::unique_ptr<test::TempDir> scratch_;
+  std::vector<std::unique_ptr<test::ScopedEnv>> env_;
+};
+
+bool is_tmpfs(const std::string& dir) {
+  struct statfs s {};
+  return ::statfs(dir.c_str(), &s) == 0 && s.f_type == 0x01021994;  // TMPFS_MAGIC
+}
+
+TEST_F(Check, TmpfsFolderHasNoODirectAndSaysWhy) {
+  if (!is_tmpfs("/dev/shm") || ::access("/dev/shm", W_OK) != 0)
+    GTEST_SKIP() << "/dev/shm is not a writable tmpfs";
+  test::TempDir dir("/dev/shm", "sluice-check-");
+  const json j = check_json(shell_quote(dir.path()));
+  ASSERT_EQ(j.at("paths").size(), 1U);
+  const json& p = j["paths"][0];
+  EXPECT_EQ(p.at("path"), dir.path());
+  EXPECT_EQ(p.at("fs_type"), "tmpfs");
+  EXPECT_EQ(p.at("error"), "");
+  EXPECT_FALSE(p.at("o_direct").get<bool>());
+  EXPECT_NE(p.at("o_direct_reason").get<std::string>().find("tmpfs has no O_DIRECT"),
+            std::string::npos)
+      << p;
+  EXPECT_EQ(p.at("dio_alignment").at("offset"), 0);
+  EXPECT_TRUE(p.at("block_devices").empty()) << p;
+  // Device memory on tmpfs: never GPUDirect; bounce through pinned memory (sim or real GPU).
+  EXPECT_NE(p.at("sluice_path"), "direct") << p;
+  EXPECT_FALSE(p.at("reason").get<std::string>().empty()) << p;
+  // The probe file is gone.
+  EXPECT_EQ(test::shell(fmt::format("ls -A {} | grep -q .", shell_quote(dir.path()))), 1);
+
+  const CliRun text = sluice("check " + shell_quote(dir.path()));
+  EXPECT_EQ(text.rc, 0) << text.err;
+  EXPECT_NE(text.out.find("O_DIRECT: no: filesystem tmpfs has no O_DIRECT"), std::string::npos)
+      << text.out;
+}
+
+// An ext4 image on a loop device with 4 KiB sectors, mounted for the test; undone in TearDown.
+class CheckLoop : public Check {
+ protected:
+  void SetUp() override {
+    Check::SetUp();
+    if (::geteuid() != 0) GTEST_SKIP() << "needs root for loop devices and mount";
+    for (const char* p : {"losetup", "mkfs.ext4", "mount", "umount", "truncate"}) {
+      if (!test::have_program(p)) GTEST_SKIP() << p << " is not installed";
+    }
+    if (::access("/dev/loop-control", F_OK) != 0) GTEST_SKIP() << "no /dev/loop-control";
+    work_ = std::make_unique<test::TempDir>("/var/tmp", "sluice-check-loop-");
+    img_ = work_->file("ext4.img");
+    mnt_ = work_->file("mnt");
+    const std::string sbin = "PATH=\"$PATH:/sbin:/usr/sbin\" ";
+    if (test::shell(
+            fmt::format("truncate -s 64M {0} && {1}mkfs.ext4 -q -F -b 4096 {0} >/dev/null 2>&1",
+                        shell_quote(img_), sbin)) != 0) {
+      GTEST_SKIP() << "mkfs.ext4 failed";
+    }
+    const std::string devfile = work_->file("dev");
+    if (test::shell(fmt::format("{}losetup -f --show -b 4096 {} >{} 2>/dev/null", sbin,
+                                shell_quote(img_), shell_quote(devfile))) != 0) {
+      GTEST_SKIP() << "losetup could not attach the image (no free loop device?)";
+    }
+    dev_ = test::read_text(devfile);
+    while (!dev_.empty() && dev_.back() == '\n') dev_.pop_back();
+    if (test::shell(fmt::format("mkdir {0} && mount {1} {0} 2>/dev/null", shell_quote(mnt_),
+                                shell_quote(dev_))) != 0) {
+      GTEST_SKIP() << "mount of the loop device failed";
+    }
+    mounted_ = true;
+  }
+  void TearDown() override {
+    if (mounted_) {
+      if (test::shell(fmt::format("umount {} 2>/dev/null", shell_quote(mnt_))) != 0) {
+        test::shell(fmt::format("umount -l {}", shell_quote(mnt_)));
+      }
+    }
+    if (!dev_.empty())
+      test::shell(fmt::format("PATH=\"$PATH:/sbin:/usr/sbin\" losetup -d {}", shell_quote(dev_)));
+    work_.reset();
+  }
+  std::unique_ptr<test::TempDir> work_;
+  std::string img_, mnt_, dev_;
+  bool mounted_ = false;
+};
+
+TEST_F(CheckLoop, Ext4OnLoopDeviceNamesTheDeviceAndAlignment) {
+  const json j = check_json(shell_quote(mnt_));
+  const json& p = j.at("paths").at(0);
+  EXPECT_EQ(p.at("fs_type"), "ext4");
+  EXPECT_EQ(p.at("mount_point"), mnt_);
+  ASSERT_EQ(p.at("block_devices").size(), 1U) << p;
+  const json& b = p["block_devices"][0];
+  EXPECT_EQ("/dev/" + b.at("name").get<std::string>(), dev_) << b;
+  EXPECT_EQ(b.at("kind"), "loop");
+  EXPECT_EQ(b.at("backing_file"), img_);
+  EXPECT_EQ(b.at("logical_block_size"), "4096");
+  EXPECT_TRUE(p.at("o_direct").get<bool>()) << p;
+  EXPECT_EQ(p.at("dio_alignment").at("offset"), 4096) << p;
+  EXPECT_GE(p.at("dio_alignment").at("memory").get<int>(), 1);
+  EXPECT_FALSE(p.at("sluice_path").get<std::string>().empty());
+
+  // The block device itself is a PATH too.
+  const json d = check_json(shell_quote(dev_));
+  const json& dp = d.at("paths").at(0);
+  ASSERT_EQ(dp.at("block_devices").size(), 1U) << dp;
+  EXPECT_EQ("/dev/" + dp["block_devices"][0].at("name").get<std::string>(), dev_);
+  EXPECT_TRUE(dp.at("o_direct").get<bool>()) << dp;
+}
+
+TEST_F(Check, JsonHasTheDocumentedFieldsWithTheirTypes) {
+  const json j = check_json(shell_quote(scratch_->path()));
+  ASSERT_TRUE(j.at("gpus").is_array());
+  for (const auto& g : j["gpus"]) {
+    EXPECT_TRUE(g.at("cuda").is_boolean());
+    EXPECT_TRUE(g.at("ordinal").is_number_integer());
+    EXPECT_TRUE(g.at("name").is_string());
+    EXPECT_TRUE(g.at("total_memory").is_number_unsigned());
+    EXPECT_TRUE(g.at("pci").is_null() || g["pci"].at("link_width").is_string());
+    EXPECT_TRUE(g.at("pci").is_null() || g["pci"].at("bar1_bytes").is_number_unsigned());
+  }
+  EXPECT_TRUE(j.at("cuda").at("available").is_boolean());
+  EXPECT_TRUE(j.at("cufile").at("loaded").is_boolean());
+  EXPECT_TRUE(j.at("cufile").at("version").is_number_integer());
+  EXPECT_TRUE(j.at("cufile").at("reason").is_string());
+  EXPECT_TRUE(j.at("platform").at("iommu").is_boolean());
+  EXPECT_TRUE(j.at("platform").at("nvidia_fs").is_boolean());
+  EXPECT_TRUE(j.at("platform").at("pci_p2pdma").is_string());
+  EXPECT_TRUE(j.at("hwloc").is_string());
+  const json& p = j.at("paths").at(0);
+  for (const char* s : {"path", "error", "fs_type", "mount_point", "mount_options",
+                        "o_direct_reason", "sluice_path", "reason"}) {
+    EXPECT_TRUE(p.at(s).is_string()) << s;
+  }
+  EXPECT_TRUE(p.at("o_direct").is_boolean());
+  EXPECT_TRUE(p.at("block_devices").is_array());
+  EXPECT_TRUE(p.at("dio_alignment").at("memory").is_number_unsigned());
+  EXPECT_TRUE(p.at("dio_alignment").at("offset").is_number_unsigned());
+  for (const auto& b : p["block_devices"]) {
+    for (const char* s : {"name", "devno", "kind", "disk", "model"})
+      EXPECT_TRUE(b.at(s).is_string()) << s;
+  }
+  // Every setting, with its value and where it came from.
+  const json& cfg = j.at("config");
+  ASSERT_TRUE(cfg.is_object());
+  for (const auto& e : Config().entries()) {
+    ASSERT_TRUE(cfg.contains(e.name)) << e.name;
+    EXPECT_EQ(cfg[e.name].at("value"), e.value);
+    EXPECT_EQ(cfg[e.name].at("source"), "default");
+    EXPECT_EQ(cfg[e.name].at("env"), e.env);
+  }
+  const json env = check_json(shell_quote(scratch_->path()), 0, "SLUICE_QUEUE_DEPTH=7");
+  EXPECT_EQ(env.at("config").at("queue_depth").at("value"), "7");
+  EXPECT_EQ(env.at("config").at("queue_depth").at("source"), "env");
+  // The O_DIRECT answer follows the configuration, as transfers would.
+  const json off = check_json(shell_quote(scratch_->path()), 0, "SLUICE_DIRECT_IO=0");
+  EXPECT_FALSE(off.at("paths").at(0).at("o_direct").get<bool>());
+  EXPECT_EQ(off["paths"][0].at("o_direct_reason"), "direct I/O disabled by configuration");
+}
+
+TEST_F(Check, NoGpuAndNoCufileAreStatedWithoutAnErrorExit) {
+  const std::string env =
+      "SLUICE_LIBCUFILE=/nonexistent/libcufile.so.0 SLUICE_LIBCUDA=/nonexistent/libcuda.so.1";
+  const json j = check_json(shell_quote(scratch_->path()), 0, env);
+  EXPECT_FALSE(j.at("cuda").at("available").get<bool>());
+  EXPECT_NE(j["cuda"].at("reason").get<std::string>().find("not found"), std::string::npos)
+      << j["cuda"];
+  // GPUs sysfs shows (none on most CI machines) are listed as not usable through CUDA.
+  for (const auto& g : j.at("gpus")) EXPECT_FALSE(g.at("cuda").get<bool>()) << g;
+  EXPECT_FALSE(j.at("cufile").at("loaded").get<bool>());
+  EXPECT_EQ(j["cufile"].at("version"), 0);
+  EXPECT_NE(j["cufile"].at("reason").get<std::string>().find("/nonexistent/libcufile.so.0"),
+            std::string::npos)
+      << j["cufile"];
+  // Without a GPU, device memory is the sim device's: never the direct path.
+  EXPECT_NE(j.at("paths").at(0).at("sluice_path"), "direct");
+
+  const CliRun text = sluice("check " + shell_quote(scratch_->path()), env);
+  EXPECT_EQ(text.rc, 0) << text.err;
+  EXPECT_NE(text.out.find("no CUDA GPU:"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("cuFile\n  not loaded:"), std::string::npos) << text.out;
+}
+
+TEST_F(Check, MissingPathIsReportedAndExitsOne) {
+  const std::string missing = scratch_->file("no-such-file");
+  const CliRun r =
+      sluice("check --json " + shell_quote(scratch_->path()) + " " + shell_quote(missing));
+  EXPECT_EQ(r.rc, 1) << r.err;
+  EXPECT_NE(r.err.find(missing + " does not exist"), std::string::npos) << r.err;
+  const json j = json::parse(r.out);
+  ASSERT_EQ(j.at("paths").size(), 2U);
+  EXPECT_EQ(j["paths"][0].at("error"), "");
+  EXPECT_EQ(j["paths"][1].at("error"), missing + " does not exist");
+  EXPECT_EQ(sluice("check --no-such-option").rc, 2);
+}
+
+}  // namespace
+}  // namespace sluice

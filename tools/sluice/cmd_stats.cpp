@@ -1,0 +1,169 @@
+// sluice stats: the counters a process started with SLUICE_STATS=1 publishes, read while it runs.
+// Without PID: every live publisher. --watch repeats until the process (or every process) ends.
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <thread>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli_util.hpp"
+#include "commands.hpp"
+#include "sluice/stats.hpp"
+
+namespace sluice::cli {
+namespace {
+
+struct StatsArgs {
+  int pid = 0;
+  std::string watch;
+  bool json = false;
+  bool prometheus = false;
+};
+
+double parse_interval(const std::string& t) {
+  std::size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(t, &used);
+  } catch (const std::exception&) {
+    throw UsageError(fmt::format("--watch: '{}' is not an interval (try 1s, 500ms)", t));
+  }
+  const std::string unit = t.substr(used);
+  if (unit == "ms")
+    v /= 1000;
+  else if (!unit.empty() && unit != "s")
+    throw UsageError(fmt::format("--watch: '{}' is not an interval (try 1s, 500ms)", t));
+  if (v <= 0) throw UsageError("--watch: the interval must be positive");
+  return v;
+}
+
+nlohmann::json to_json(const PublishedStats& s) {
+  nlohmann::json paths = nlohmann::json::array();
+  for (auto p : {Path::host, Path::bounce, Path::posix, Path::direct}) {
+    for (auto d : {Direction::read, Direction::write}) {
+      const PathCounters& c = s.snapshot.at(p, d);
+      paths.push_back({{"path", to_string(p)},
+                       {"direction", d == Direction::read ? "read" : "write"},
+                       {"bytes", c.bytes},
+                       {"transfers", c.ops},
+                       {"ios", c.ios},
+                       {"errors", c.errors},
+                       {"seconds", static_cast<double>(c.nanoseconds) * 1e-9}});
+    }
+  }
+  return {{"pid", s.pid},
+          {"alive", s.alive},
+          {"command", s.command},
+          {"start_unix_s", static_cast<double>(s.start_unix_ns) * 1e-9},
+          {"updated_unix_s", static_cast<double>(s.updated_unix_ns) * 1e-9},
+          {"staging_waits", s.snapshot.staging_waits},
+          {"paths", paths}};
+}
+
+std::string to_text(const PublishedStats& s, const PublishedStats* before, double interval) {
+  std::string out = fmt::format("pid {} ({}){}\n", s.pid, s.command,
+                                s.alive ? "" : " [not running: stale segment]");
+  out += fmt::format("  {:<7} {:<5} {:>14} {:>10} {:>10} {:>7} {:>10}{}\n", "path", "dir", "bytes",
+                     "transfers", "ios", "errors", "busy s", before ? "     GiB/s" : "");
+  for (auto p : {Path::host, Path::bounce, Path::posix, Path::direct}) {
+    for (auto d : {Direction::read, Direction::write}) {
+      const PathCounters& c = s.snapshot.at(p, d);
+      if (c.ops == 0) continue;
+      std::string rate;
+      if (before != nullptr) {
+        const double delta = static_cast<double>(c.bytes - before->snapshot.at(p, d).bytes);
+        rate = fmt::format(" {:>10.3f}", delta / interval / (1024.0 * 1024 * 1024));
+      }
+      out += fmt::format("  {:<7} {:<5} {:>14} {:>10} {:>10} {:>7} {:>10.3f}{}\n", to_string(p),
+                         d == Direction::read ? "read" : "write", c.bytes, c.ops, c.ios, c.errors,
+                         static_cast<double>(c.nanoseconds) * 1e-9, rate);
+    }
+  }
+  out += fmt::format("  staging waits: {}\n", s.snapshot.staging_waits);
+  return out;
+}
+
+std::vector<PublishedStats> collect(const StatsArgs& a) {
+  if (a.pid == 0) {
+    std::vector<PublishedStats> live;
+    for (auto& s : list_published()) {
+      // Not this command itself, should it run with SLUICE_STATS=1 too.
+      if (s.alive && s.pid != ::getpid()) live.push_back(std::move(s));
+    }
+    return live;
+  }
+  std::string error;
+  auto s = read_published(a.pid, &error);
+  if (!s) throw std::runtime_error(error);
+  return {std::move(*s)};
+}
+
+void print(const StatsArgs& a, const std::vector<PublishedStats>& now,
+           const std::vector<PublishedStats>& before, double interval) {
+  std::string out;
+  if (a.prometheus) {
+    out = to_prometheus(now);
+  } else if (a.json) {
+    nlohmann::json j = nlohmann::json::array();
+    for (const auto& s : now) j.push_back(to_json(s));
+    out = (a.pid != 0 ? j.at(0) : nlohmann::json{{"processes", j}}).dump() + "\n";
+  } else if (now.empty()) {
+    out = "no process publishes sluice stats (start one with SLUICE_STATS=1)\n";
+  } else {
+    for (const auto& s : now) {
+      const PublishedStats* prev = nullptr;
+      for (const auto& b : before) {
+        if (b.pid == s.pid) prev = &b;
+      }
+      out += to_text(s, prev, interval);
+    }
+  }
+  std::fwrite(out.data(), 1, out.size(), stdout);
+  std::fflush(stdout);
+}
+
+int run_stats(const StatsArgs& a) {
+  if (a.json && a.prometheus) throw UsageError("--json and --prometheus exclude each other");
+  if (a.pid < 0) throw UsageError("PID must be positive");
+  auto now = collect(a);
+  print(a, now, {}, 0);
+  if (a.watch.empty()) return 0;
+  const double interval = parse_interval(a.watch);
+  while (true) {
+    const bool any_alive =
+        std::any_of(now.begin(), now.end(), [](const auto& s) { return s.alive; });
+    if (!any_alive) return 0;
+    std::this_thread::sleep_for(std::chrono::duration<double>(interval));
+    auto before = std::move(now);
+    if (a.pid != 0) {
+      std::string error;
+      auto s = read_published(a.pid, &error);
+      if (!s) return 0;  // the process ended and removed its segment
+      now = {std::move(*s)};
+    } else {
+      now = collect(a);
+    }
+    print(a, now, before, interval);
+  }
+}
+
+}  // namespace
+
+Runner add_stats_command(CLI::App& app) {
+  auto a = std::make_shared<StatsArgs>();
+  auto* c = app.add_subcommand("stats",
+                               "Show the live counters of processes started with SLUICE_STATS=1");
+  c->add_option("PID", a->pid, "the process to read (default: every live publisher)");
+  c->add_option("--watch", a->watch,
+                "print again every INTERVAL (1s, 500ms) until the process ends");
+  c->add_flag("--json", a->json, "one JSON object per print");
+  c->add_flag("--prometheus", a->prometheus, "Prometheus text exposition format");
+  return [a] { return run_stats(*a); };
+}
+
+}  // namespace sluice::cli
