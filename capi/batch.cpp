@@ -19,6 +19,7 @@
 #include <new>
 
 #include "exports.hpp"
+#include "guarded.hpp"
 #include "io.hpp"
 #include "log.hpp"
 #include "sluice/thread_pool.hpp"
@@ -231,22 +232,6 @@ void destroy_all_batches() {
 }  // namespace sluice::capi
 
 using namespace sluice::capi;  // NOLINT(google-build-using-namespace): the C entry points below
-
-namespace {
-
-template <typename Fn>
-CUfileError_t guarded(const char* api, Fn fn) noexcept {
-  try {
-    return fn();
-  } catch (const std::bad_alloc&) {
-    return status(CU_FILE_NOMEM_ERROR);
-  } catch (const std::exception& e) {
-    log(LogLevel::error, "{}: internal error: {}", api, e.what());
-    return status(CU_FILE_INTERNAL_ERROR);
-  }
-}
-
-}  // namespace
 
 CUFILE_API CUfileError_t cuFileBatchIOSetUp(CUfileBatchHandle_t* batch_idp, unsigned nr) {
   const CUfileError_t st = guarded("cuFileBatchIOSetUp", [&] { return setup(batch_idp, nr); });

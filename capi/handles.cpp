@@ -2,6 +2,7 @@
 #include <new>
 
 #include "exports.hpp"
+#include "guarded.hpp"
 #include "log.hpp"
 #include "state.hpp"
 
@@ -14,17 +15,6 @@ void count(std::atomic<std::uint64_t>& ok, std::atomic<std::uint64_t>& err, bool
   (success ? ok : err).fetch_add(1, std::memory_order_relaxed);
 }
 
-template <typename Fn>
-CUfileError_t guarded(const char* api, Fn fn) noexcept {
-  try {
-    return fn();
-  } catch (const std::bad_alloc&) {
-    return status(CU_FILE_NOMEM_ERROR);
-  } catch (const std::exception& e) {
-    log(LogLevel::error, "{}: internal error: {}", api, e.what());
-    return status(CU_FILE_INTERNAL_ERROR);
-  }
-}
 
 }  // namespace
 

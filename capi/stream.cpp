@@ -10,6 +10,7 @@
 #include <new>
 
 #include "exports.hpp"
+#include "guarded.hpp"
 #include "io.hpp"
 #include "log.hpp"
 #include "sluice/error.hpp"
@@ -80,17 +81,6 @@ CUfileError_t submit(const AsyncArgs& a, CUstream stream, const char* api) {
   }
 }
 
-template <typename Fn>
-CUfileError_t guarded(const char* api, Fn fn) noexcept {
-  try {
-    return fn();
-  } catch (const std::bad_alloc&) {
-    return status(CU_FILE_NOMEM_ERROR);
-  } catch (const std::exception& e) {
-    log(LogLevel::error, "{}: internal error: {}", api, e.what());
-    return status(CU_FILE_INTERNAL_ERROR);
-  }
-}
 
 }  // namespace
 
