@@ -22,37 +22,21 @@ using test::Folder;
 using test::TempDir;
 using test::shell_quote;
 
-struct CliRun {
-  int rc = -1;
-  std::string out;
-  std::string err;
-};
+using test::CliRun;
 
 class Cli : public ::testing::Test {
  protected:
   void SetUp() override {
     scratch_ = std::make_unique<TempDir>("/tmp", "sluice-cli-");
-    // Settings from the caller's environment must not change what these tests see.
-    env_.push_back(std::make_unique<test::ScopedEnv>("SLUICE_CONFIG", std::nullopt));
-    for (const auto& e : Config().entries()) {
-      env_.push_back(std::make_unique<test::ScopedEnv>(e.env, std::nullopt));
-    }
   }
 
   // Runs `sluice ARGS` (ARGS already quoted for the shell) with optional standard input.
   CliRun sluice(const std::string& args, const std::string& stdin_path = "/dev/null") {
-    const std::string out = scratch_->file("stdout");
-    const std::string err = scratch_->file("stderr");
-    CliRun r;
-    r.rc = test::shell(fmt::format("{} {} <{} >{} 2>{}", shell_quote(SLUICE_CLI_PATH), args,
-                                   shell_quote(stdin_path), shell_quote(out), shell_quote(err)));
-    r.out = test::read_text(out);
-    r.err = test::read_text(err);
-    return r;
+    return test::run_captured(SLUICE_CLI_PATH, args, scratch_->path(), "", stdin_path);
   }
 
+  test::CleanSluiceEnv clean_env_;  // settings from the caller's environment must not leak in
   std::unique_ptr<TempDir> scratch_;
-  std::vector<std::unique_ptr<test::ScopedEnv>> env_;
 };
 
 std::span<const std::byte> as_bytes(const std::string& s) {

@@ -25,36 +25,21 @@ namespace {
 using nlohmann::json;
 using test::shell_quote;
 
-struct CliRun {
-  int rc = -1;
-  std::string out;
-  std::string err;
-};
+using test::CliRun;
 
 class BenchCli : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = std::make_unique<test::TempDir>("/var/tmp", "sluice-bench-cli-");
-    env_.push_back(std::make_unique<test::ScopedEnv>("SLUICE_CONFIG", std::nullopt));
-    for (const auto& e : Config().entries()) env_.push_back(std::make_unique<test::ScopedEnv>(e.env, std::nullopt));
     file_ = dir_->file("data.bin");
   }
 
-  CliRun bench(const std::string& args) {
-    const std::string out = dir_->file("stdout");
-    const std::string err = dir_->file("stderr");
-    CliRun r;
-    r.rc = test::shell(fmt::format("{} bench {} </dev/null >{} 2>{}", shell_quote(SLUICE_CLI_PATH), args,
-                                   shell_quote(out), shell_quote(err)));
-    r.out = test::read_text(out);
-    r.err = test::read_text(err);
-    return r;
-  }
+  CliRun bench(const std::string& args) { return test::run_captured(SLUICE_CLI_PATH, "bench " + args, dir_->path()); }
 
   std::string f() const { return shell_quote(file_); }
 
+  test::CleanSluiceEnv clean_env_;
   std::unique_ptr<test::TempDir> dir_;
-  std::vector<std::unique_ptr<test::ScopedEnv>> env_;
   std::string file_;
 };
 

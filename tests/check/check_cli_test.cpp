@@ -20,29 +20,16 @@ namespace {
 using nlohmann::json;
 using test::shell_quote;
 
-struct CliRun {
-  int rc = -1;
-  std::string out, err;
-};
+using test::CliRun;
 
 class Check : public ::testing::Test {
  protected:
   void SetUp() override {
     scratch_ = std::make_unique<test::TempDir>("/tmp", "sluice-check-");
-    env_.push_back(std::make_unique<test::ScopedEnv>("SLUICE_CONFIG", std::nullopt));
-    for (const auto& e : Config().entries())
-      env_.push_back(std::make_unique<test::ScopedEnv>(e.env, std::nullopt));
   }
 
   CliRun sluice(const std::string& args, const std::string& env = "") {
-    const std::string out = scratch_->file("stdout"), err = scratch_->file("stderr");
-    CliRun r;
-    r.rc =
-        test::shell(fmt::format("{} {} {} </dev/null >{} 2>{}", env, shell_quote(SLUICE_CLI_PATH),
-                                args, shell_quote(out), shell_quote(err)));
-    r.out = test::read_text(out);
-    r.err = test::read_text(err);
-    return r;
+    return test::run_captured(SLUICE_CLI_PATH, args, scratch_->path(), env);
   }
 
   json check_json(const std::string& paths, int want_rc = 0, const std::string& env = "") {
@@ -51,8 +38,8 @@ class Check : public ::testing::Test {
     return json::parse(r.out);
   }
 
+  test::CleanSluiceEnv clean_env_;
   std::unique_ptr<test::TempDir> scratch_;
-  std::vector<std::unique_ptr<test::ScopedEnv>> env_;
 };
 
 bool is_tmpfs(const std::string& dir) {

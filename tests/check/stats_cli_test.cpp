@@ -95,10 +95,7 @@ Exposition parse_prometheus(const std::string& text) {
   return e;
 }
 
-struct CliRun {
-  int rc = -1;
-  std::string out, err;
-};
+using test::CliRun;
 
 class StatsCli : public ::testing::Test {
  protected:
@@ -114,15 +111,7 @@ class StatsCli : public ::testing::Test {
     }
   }
 
-  CliRun sluice(const std::string& args) {
-    const std::string out = scratch_->file("stdout"), err = scratch_->file("stderr");
-    CliRun r;
-    r.rc = test::shell(fmt::format("{} {} </dev/null >{} 2>{}", shell_quote(SLUICE_CLI_PATH), args,
-                                   shell_quote(out), shell_quote(err)));
-    r.out = test::read_text(out);
-    r.err = test::read_text(err);
-    return r;
-  }
+  CliRun sluice(const std::string& args) { return test::run_captured(SLUICE_CLI_PATH, args, scratch_->path()); }
 
   // Starts argv with SLUICE_STATS=1 (its output into the scratch folder).
   void spawn(std::vector<std::string> argv) {

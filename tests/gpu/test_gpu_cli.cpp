@@ -22,11 +22,7 @@ using gpu_test::contains;
 using test::shell_quote;
 
 
-struct CliRun {
-  int rc = -1;
-  std::string out;
-  std::string err;
-};
+using test::CliRun;
 
 // Loader situations of the child process.
 struct Env {
@@ -54,14 +50,7 @@ class GpuCli : public ::testing::Test {
   }
 
   CliRun sluice(const std::string& args, const Env& env = {}) const {
-    const std::string out = scratch_->file("stdout");
-    const std::string err = scratch_->file("stderr");
-    CliRun r;
-    r.rc = test::shell(fmt::format("{} {} {} </dev/null >{} 2>{}", env.prefix(), shell_quote(SLUICE_CLI_PATH), args,
-                                   shell_quote(out), shell_quote(err)));
-    r.out = test::read_text(out);
-    r.err = test::read_text(err);
-    return r;
+    return test::run_captured(SLUICE_CLI_PATH, args, scratch_->path(), env.prefix());
   }
 
   // A data file of `size` random bytes on disk.

@@ -26,27 +26,11 @@ namespace {
 using test::pattern;
 using test::shell_quote;
 
-struct CliRun {
-  int rc = -1;
-  std::string out;
-  std::string err;
-};
+using test::CliRun;
 
 class LoadCli : public ::testing::Test {
  protected:
-  void SetUp() override {
-    env_.push_back(std::make_unique<test::ScopedEnv>("SLUICE_CONFIG", std::nullopt));
-    for (const auto& e : Config().entries()) env_.push_back(std::make_unique<test::ScopedEnv>(e.env, std::nullopt));
-  }
-  CliRun sluice(const std::string& args) {
-    CliRun r;
-    const std::string out = dir_.file("stdout");
-    const std::string err = dir_.file("stderr");
-    r.rc = test::shell(fmt::format("{} load {} >{} 2>{}", shell_quote(SLUICE_CLI_PATH), args, shell_quote(out), shell_quote(err)));
-    r.out = test::read_text(out);
-    r.err = test::read_text(err);
-    return r;
-  }
+  CliRun sluice(const std::string& args) { return test::run_captured(SLUICE_CLI_PATH, "load " + args, dir_.path()); }
   std::string put(const std::string& name, const std::vector<std::byte>& bytes) {
     const std::string p = dir_.file(name);
     test::write_file(p, bytes);
@@ -84,7 +68,7 @@ class LoadCli : public ::testing::Test {
   }
 
   test::TempDir dir_{"/var/tmp", "sluice-load-cli-"};
-  std::vector<std::unique_ptr<test::ScopedEnv>> env_;
+  test::CleanSluiceEnv clean_env_;
 };
 
 TEST_F(LoadCli, SafetensorsChecksumsMatchTheFile) {

@@ -260,6 +260,23 @@ int shell(const std::string& cmd) {
   return WEXITSTATUS(status);
 }
 
+CliRun run_captured(const std::string& program, const std::string& args, const std::string& scratch_dir,
+                    const std::string& prefix, const std::string& stdin_path) {
+  const std::string out = scratch_dir + "/stdout";
+  const std::string err = scratch_dir + "/stderr";
+  CliRun r;
+  r.rc = shell(fmt::format("{} {} {} <{} >{} 2>{}", prefix, shell_quote(program), args, shell_quote(stdin_path),
+                           shell_quote(out), shell_quote(err)));
+  r.out = read_text(out);
+  r.err = read_text(err);
+  return r;
+}
+
+CleanSluiceEnv::CleanSluiceEnv() {
+  env_.push_back(std::make_unique<ScopedEnv>("SLUICE_CONFIG", std::nullopt));
+  for (const auto& e : Config().entries()) env_.push_back(std::make_unique<ScopedEnv>(e.env, std::nullopt));
+}
+
 std::string shell_quote(std::string_view s) {
   std::string out = "'";
   for (char c : s) {

@@ -140,6 +140,27 @@ int shell(const std::string& cmd);
 /// Single-quotes `s` for /bin/sh.
 [[nodiscard]] std::string shell_quote(std::string_view s);
 
+/// A finished command: exit status (-1: it did not exit normally) and what it printed.
+struct CliRun {
+  int rc = -1;
+  std::string out;
+  std::string err;
+};
+/// Runs `prefix program args <stdin_path`, with stdout and stderr captured through files in
+/// `scratch_dir`. `args` and `prefix` (say "env A=1") are already quoted for the shell.
+CliRun run_captured(const std::string& program, const std::string& args, const std::string& scratch_dir,
+                    const std::string& prefix = "", const std::string& stdin_path = "/dev/null");
+
+/// Unsets SLUICE_CONFIG and every SLUICE_* setting for its lifetime, so a test's child processes
+/// see defaults whatever the caller's environment holds.
+class CleanSluiceEnv {
+ public:
+  CleanSluiceEnv();
+
+ private:
+  std::vector<std::unique_ptr<ScopedEnv>> env_;
+};
+
 /// The sluice::Error that `fn` throws; records a test failure (and returns nullopt) when it
 /// throws none.
 template <typename Fn>
