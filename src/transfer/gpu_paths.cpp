@@ -101,7 +101,8 @@ class CopyStreams {
 // a stream-ordered transfer's gate for this very copy (docs/paths.md).
 class PooledStream {
  public:
-  explicit PooledStream(Device& dev) : dev_(dev), cs_(CopyStreams::take(dev)) {}
+  // Makes the device current on this thread first: a reused stream's copies need its context.
+  explicit PooledStream(Device& dev) : dev_(dev), cs_(take_current(dev)) {}
   ~PooledStream() {
     try {
       dev_.synchronize(cs_.stream);
@@ -122,7 +123,16 @@ class PooledStream {
     dev_.synchronize(cs_.stream);
   }
 
+  [[nodiscard]] StreamHandle stream() const noexcept { return cs_.stream; }
+  /// The events kept with this stream for reuse (DeviceMover's tickets).
+  [[nodiscard]] std::vector<EventHandle>& events() noexcept { return cs_.events; }
+
  private:
+  static CopyStream take_current(Device& dev) {
+    dev.make_current();
+    return CopyStreams::take(dev);
+  }
+
   Device& dev_;
   CopyStream cs_;
 };
@@ -131,37 +141,25 @@ class PooledStream {
 // Copies on one stream complete in order, matching the worker's oldest-first bookkeeping.
 class DeviceMover final : public Mover {
  public:
-  explicit DeviceMover(Device& dev) : dev_(dev) {
-    dev_.make_current();
-    cs_ = CopyStreams::take(dev_);
-    for (std::size_t i = 0; i < cs_.events.size(); ++i) free_.push_back(static_cast<int>(i));
+  explicit DeviceMover(Device& dev) : dev_(dev), copies_(dev) {
+    for (std::size_t i = 0; i < copies_.events().size(); ++i) free_.push_back(static_cast<int>(i));
   }
-  ~DeviceMover() override {
-    try {
-      dev_.synchronize(cs_.stream);
-      CopyStreams::give_back(dev_, std::move(cs_));
-    } catch (...) {
-      // A stream that failed to synchronise is not reused (nor destroyed: it may be busy).
-    }
-  }
-  DeviceMover(const DeviceMover&) = delete;
-  DeviceMover& operator=(const DeviceMover&) = delete;
 
   int start(void* dst, const void* src, std::size_t n, bool to_user) override {
     if (to_user) {
-      dev_.copy_to_device_async(dst, src, n, cs_.stream);
+      dev_.copy_to_device_async(dst, src, n, copies_.stream());
     } else {
-      dev_.copy_to_host_async(dst, src, n, cs_.stream);
+      dev_.copy_to_host_async(dst, src, n, copies_.stream());
     }
     int t = 0;
     if (free_.empty()) {
-      cs_.events.push_back(dev_.create_event());
-      t = static_cast<int>(cs_.events.size() - 1);
+      copies_.events().push_back(dev_.create_event());
+      t = static_cast<int>(copies_.events().size() - 1);
     } else {
       t = free_.back();
       free_.pop_back();
     }
-    dev_.record_event(event(t), cs_.stream);
+    dev_.record_event(event(t), copies_.stream());
     return t;
   }
   bool done(int t) override { return dev_.event_done(event(t)); }
@@ -169,10 +167,10 @@ class DeviceMover final : public Mover {
   void release(int t) override { free_.push_back(t); }
 
  private:
-  EventHandle event(int t) const { return cs_.events[static_cast<std::size_t>(t)]; }
+  EventHandle event(int t) { return copies_.events()[static_cast<std::size_t>(t)]; }
 
   Device& dev_;
-  CopyStream cs_;
+  PooledStream copies_;  // synchronised and returned to the pool when the mover goes
   std::vector<int> free_;
 };
 
