@@ -35,6 +35,11 @@ namespace sluice::bench {
 /// The system the run was made on: CPU, memory, kernel, GPUs, each file's filesystem, mount
 /// options and block device (model, PCIe link where sysfs shows them), sluice configuration.
 [[nodiscard]] std::string system_json(const Plan& plan);
+/// The version of the report's JSON layout ("schema"): raised when a field changes meaning or
+/// goes away (adding fields does not), so readers such as `sluice report` can refuse files they
+/// would misread.
+inline constexpr int report_schema_version = 1;
+
 /// The whole report: {"version","command","started","config","system","results","summary"}.
 [[nodiscard]] std::string report_json(const Plan& plan, std::string_view command,
                                       const std::vector<RunResult>& runs);

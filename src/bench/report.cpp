@@ -311,6 +311,7 @@ std::string report_json(const Plan& plan, std::string_view command, const std::v
                        {"ratio", s.ratio}, {"path", s.path}});
   }
   json doc = {{"tool", "sluice bench"},
+              {"schema", report_schema_version},
               {"version", version_string},
               {"command", command},
               {"finished", iso_now()},

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "sluice/bench.hpp"
+#include "sluice/bench_report.hpp"
 #include "sluice/config.hpp"
 #include "support/test_util.hpp"
 
@@ -95,6 +96,7 @@ TEST_F(BenchCli, JsonReportSchemaAndReplay) {
     EXPECT_TRUE(j.contains(k)) << k;
   }
   EXPECT_TRUE(j["version"].is_string());
+  EXPECT_EQ(j["schema"], sluice::bench::report_schema_version);
   EXPECT_NE(j["command"].get<std::string>().find("bench"), std::string::npos);
   const json& sys = j["system"];
   for (const char* k : {"kernel", "cpu", "memory", "gpus", "files", "sluice_config"}) EXPECT_TRUE(sys.contains(k)) << k;
