@@ -51,7 +51,7 @@ sanitize-asan: deps
 
 sanitize-tsan: deps
 	cmake --preset tsan -B $(BUILD)/tsan >/dev/null
-	cmake --build $(BUILD)/tsan -j $(JOBS)
+	cmake --build $(BUILD)/tsan -j $(JOBS) --target concurrency_programs
 	TSAN_OPTIONS="suppressions=$(CURDIR)/tests/tsan.supp $${TSAN_OPTIONS:-}" ctest --test-dir $(BUILD)/tsan --output-on-failure -j $(JOBS) --timeout 600 -L concurrency
 
 # libFuzzer targets for the safetensors and .npy parsers, FUZZ_SECONDS each (tests/fuzz/run.sh).
