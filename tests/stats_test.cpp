@@ -45,6 +45,74 @@ TEST(Stats, RecordSnapshotReset) {
   EXPECT_EQ(zero.staging_waits, 0U);
 }
 
+TEST(Stats, LatencyHistogramPerPathAndDirection) {
+  Stats s;
+  s.record(Path::bounce, Direction::read, 1, 1, 1000, false);
+  s.record(Path::bounce, Direction::read, 1, 1, 3000, false);
+  s.record(Path::bounce, Direction::read, 1, 1, 1'000'000, true);  // failures are timed too
+  s.record(Path::direct, Direction::write, 1, 1, 50, false);
+  const StatsSnapshot snap = s.snapshot();
+  const LatencyHistogram& h = snap.latency_of(Path::bounce, Direction::read);
+  EXPECT_EQ(h.count(), 3U);
+  EXPECT_NEAR(static_cast<double>(h.value_at_percentile(50)), 3000, 3000 * 0.01);
+  EXPECT_NEAR(static_cast<double>(h.value_at_percentile(100)), 1e6, 1e6 * 0.01);
+  EXPECT_EQ(snap.latency_of(Path::direct, Direction::write).count(), 1U);
+  EXPECT_EQ(snap.latency_of(Path::bounce, Direction::write).count(), 0U);
+  s.reset();
+  EXPECT_EQ(s.snapshot().latency_of(Path::bounce, Direction::read).count(), 0U);
+}
+
+TEST(Stats, TargetsAreKeyedByDeviceAndFilesystem) {
+  Stats s;
+  s.record_target("host", "ext4", Direction::read, 100, 1, 10, false);
+  s.record_target("sim", "ext4", Direction::read, 200, 2, 20, false);
+  s.record_target("sim", "tmpfs", Direction::write, 300, 3, 30, true);
+  const StatsSnapshot snap = s.snapshot();
+  ASSERT_EQ(snap.devices.size(), 2U);
+  EXPECT_EQ(snap.devices[0].key, "host");  // in the order first seen
+  EXPECT_EQ(snap.devices[1].key, "sim");
+  EXPECT_EQ(snap.devices[1].dirs[0].bytes, 200U);
+  EXPECT_EQ(snap.devices[1].dirs[1].bytes, 300U);
+  EXPECT_EQ(snap.devices[1].dirs[1].errors, 1U);
+  ASSERT_EQ(snap.filesystems.size(), 2U);
+  EXPECT_EQ(snap.filesystems[0].key, "ext4");
+  EXPECT_EQ(snap.filesystems[0].dirs[0].bytes, 300U);
+  EXPECT_EQ(snap.filesystems[0].dirs[0].ops, 2U);
+  EXPECT_EQ(snap.filesystems[1].key, "tmpfs");
+  EXPECT_EQ(snap.filesystems[1].dirs[1].ios, 3U);
+}
+
+TEST(Stats, KeysBeyondTheSlotsAreCountedAsOther) {
+  Stats s;
+  for (int i = 0; i < 12; ++i) {
+    s.record_target("cuda:" + std::to_string(i), std::string(40, 'x'), Direction::read, 1, 1, 1, false);
+  }
+  const StatsSnapshot snap = s.snapshot();
+  ASSERT_EQ(snap.devices.size(), 8U);
+  EXPECT_EQ(snap.devices[6].key, "cuda:6");
+  EXPECT_EQ(snap.devices[7].key, "other");
+  EXPECT_EQ(snap.devices[7].dirs[0].bytes, 5U);  // cuda:7 .. cuda:11
+  ASSERT_EQ(snap.filesystems.size(), 1U);
+  EXPECT_EQ(snap.filesystems[0].key, std::string(31, 'x'));  // cut to 31 bytes
+  EXPECT_EQ(snap.filesystems[0].dirs[0].ops, 12U);
+  s.reset();
+  EXPECT_TRUE(s.snapshot().devices.empty());
+}
+
+TEST(Stats, FallbacksByReason) {
+  Stats s;
+  s.count_fallback(Fallback::no_cufile);
+  s.count_fallback(Fallback::no_cufile);
+  s.count_fallback(Fallback::offset_unaligned);
+  const StatsSnapshot snap = s.snapshot();
+  EXPECT_EQ(snap.fallbacks_for(Fallback::no_cufile), 2U);
+  EXPECT_EQ(snap.fallbacks_for(Fallback::offset_unaligned), 1U);
+  EXPECT_EQ(snap.fallbacks_for(Fallback::io_refused), 0U);
+  for (std::size_t f = 0; f < fallback_count; ++f) {
+    EXPECT_NE(to_string(static_cast<Fallback>(f)), "unknown");
+  }
+}
+
 TEST(Stats, PathNames) {
   EXPECT_EQ(to_string(Path::host), "host");
   EXPECT_EQ(to_string(Path::bounce), "bounce");
@@ -76,6 +144,16 @@ TEST(Stats, TransfersAreRecordedUnderTheirPathAndDirection) {
   EXPECT_EQ(mid.at(Path::host, Direction::read).ios - before.at(Path::host, Direction::read).ios, r.ios);
   EXPECT_GT(mid.at(Path::host, Direction::read).nanoseconds, before.at(Path::host, Direction::read).nanoseconds);
   EXPECT_EQ(mid.at(Path::host, Direction::write).ops, before.at(Path::host, Direction::write).ops);
+  // The same transfer by device ("host") and by the file's file system.
+  auto keyed_bytes = [](const std::vector<KeyedCounters>& list, std::string_view key) {
+    for (const auto& k : list) {
+      if (k.key == key) return k.dirs[0].bytes;
+    }
+    return std::uint64_t{0};
+  };
+  EXPECT_EQ(keyed_bytes(mid.devices, "host") - keyed_bytes(before.devices, "host"), data.size());
+  EXPECT_EQ(keyed_bytes(mid.filesystems, f.fs_type()) - keyed_bytes(before.filesystems, f.fs_type()),
+            data.size());
 
   // A short read at the end of the file records the bytes there were.
   (void)read(f, buf.data(), 5000, data.size() - 1000, opts);

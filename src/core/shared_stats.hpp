@@ -1,9 +1,12 @@
-// The layout of the stats segment (/dev/shm/sluice-stats.<pid>). Readers check magic, version
-// and size before trusting the rest; a new field means a new version.
+// The layout of the stats counters: the same struct is the process's own counters and the
+// published segment (/dev/shm/sluice-stats.<pid>), so recording and reading have one
+// implementation. Readers check magic, version and size before trusting the rest; a new field
+// means a new version.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
+#include <string_view>
 #include <type_traits>
 
 #include "sluice/stats.hpp"
@@ -11,9 +14,22 @@
 namespace sluice::detail {
 
 inline constexpr std::uint64_t stats_magic = 0x5453434955'4c53ULL;  // "SLUICST", little endian
+inline constexpr std::size_t keyed_slots = 8;  // the last one is "other"
+inline constexpr std::size_t key_bytes = 32;
 
 struct SharedCounters {
   std::atomic<std::uint64_t> bytes{0}, ops{0}, ios{0}, errors{0}, nanoseconds{0};
+};
+
+// A device or file system's counters. `state` 0: free, 1: being claimed, 2: key written.
+struct SharedKeyed {
+  std::atomic<std::uint32_t> state{0};
+  char key[key_bytes] = {};
+  SharedCounters dirs[2];
+};
+
+struct SharedLatency {
+  std::atomic<std::uint64_t> buckets[LatencyHistogram::bucket_count];
 };
 
 struct SharedStats {
@@ -27,10 +43,22 @@ struct SharedStats {
   std::atomic<std::uint64_t> updated_unix_ns{0};
   SharedCounters paths[path_count][2];
   std::atomic<std::uint64_t> staging_waits{0};
+  std::atomic<std::uint64_t> fallbacks[fallback_count] = {};
+  SharedKeyed devices[keyed_slots];
+  SharedKeyed filesystems[keyed_slots];
+  SharedLatency latency[path_count][2] = {};
 };
 static_assert(std::atomic<std::uint64_t>::is_always_lock_free,
               "the segment needs lock-free 64-bit atomics");
 static_assert(std::is_standard_layout_v<SharedStats>);
+
+void add_path(SharedStats& s, Path p, Direction d, std::uint64_t bytes, std::uint64_t ios,
+              std::uint64_t ns, bool error) noexcept;
+void add_target(SharedStats& s, std::string_view device, std::string_view fs, Direction d,
+                std::uint64_t bytes, std::uint64_t ios, std::uint64_t ns, bool error) noexcept;
+/// Every counter of `s`, as loaded one by one (each exact, not all from one instant).
+StatsSnapshot load(const SharedStats& s);
+void zero(SharedStats& s) noexcept;
 
 /// Creates this process's segment when SLUICE_STATS=1 (null otherwise, or when it cannot be
 /// created: a warning goes to stderr). The segment is removed at exit by this process only.

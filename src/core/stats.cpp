@@ -1,75 +1,188 @@
+// Recording and reading the counters. The process's own counters and the published segment
+// share one layout (detail::SharedStats), so each update is the same few relaxed atomic adds,
+// applied to the local copy and, when publishing, to the segment.
 #include "sluice/stats.hpp"
 
 #include <pthread.h>
 
+#include <algorithm>
+#include <cstring>
+
 #include "core/shared_stats.hpp"
 
 namespace sluice {
+namespace detail {
+namespace {
 
-void Stats::record(Path p, Direction d, std::uint64_t bytes, std::uint64_t ios, std::uint64_t ns,
-                   bool error) noexcept {
-  const auto pi = static_cast<std::size_t>(p);
-  const auto di = static_cast<std::size_t>(d);
-  auto& c = paths_[pi][di];
-  constexpr auto relaxed = std::memory_order_relaxed;
+constexpr auto relaxed = std::memory_order_relaxed;
+
+void add(SharedCounters& c, std::uint64_t bytes, std::uint64_t ios, std::uint64_t ns,
+         bool error) noexcept {
   c.bytes.fetch_add(bytes, relaxed);
   c.ops.fetch_add(1, relaxed);
   c.ios.fetch_add(ios, relaxed);
   c.nanoseconds.fetch_add(ns, relaxed);
   if (error) c.errors.fetch_add(1, relaxed);
-  if (shared_ != nullptr) {
-    auto& s = shared_->paths[pi][di];
-    s.bytes.fetch_add(bytes, relaxed);
-    s.ops.fetch_add(1, relaxed);
-    s.ios.fetch_add(ios, relaxed);
-    s.nanoseconds.fetch_add(ns, relaxed);
-    if (error) s.errors.fetch_add(1, relaxed);
-    shared_->updated_unix_ns.store(detail::unix_ns(), relaxed);
+}
+
+PathCounters load(const SharedCounters& a) {
+  return {a.bytes.load(relaxed), a.ops.load(relaxed), a.ios.load(relaxed),
+          a.errors.load(relaxed), a.nanoseconds.load(relaxed)};
+}
+
+void zero(SharedCounters& a) noexcept {
+  a.bytes.store(0, relaxed);
+  a.ops.store(0, relaxed);
+  a.ios.store(0, relaxed);
+  a.errors.store(0, relaxed);
+  a.nanoseconds.store(0, relaxed);
+}
+
+bool same_key(const SharedKeyed& slot, std::string_view key) {
+  return std::strncmp(slot.key, key.data(), key.size()) == 0 && slot.key[key.size()] == '\0';
+}
+
+// The slot of `key`, claimed on first use. Claiming writes the key before publishing state 2, so
+// a reader (in this process or another) that sees 2 sees the whole key. A key that finds every
+// slot but the last taken is counted in the last, under "other".
+SharedKeyed& slot_for(SharedKeyed (&slots)[keyed_slots], std::string_view key) noexcept {
+  key = key.substr(0, key_bytes - 1);
+  for (std::size_t i = 0; i < keyed_slots; ++i) {
+    SharedKeyed& slot = slots[i];
+    if (i == keyed_slots - 1) key = "other";
+    std::uint32_t state = slot.state.load(std::memory_order_acquire);
+    if (state == 0) {
+      if (slot.state.compare_exchange_strong(state, 1, std::memory_order_acquire)) {
+        std::memcpy(slot.key, key.data(), key.size());
+        slot.key[key.size()] = '\0';
+        slot.state.store(2, std::memory_order_release);
+        return slot;
+      }
+    }
+    while (state == 1) state = slot.state.load(std::memory_order_acquire);  // a 32-byte copy
+    if (same_key(slot, key)) return slot;
   }
+  return slots[keyed_slots - 1];
+}
+
+std::vector<KeyedCounters> load(const SharedKeyed (&slots)[keyed_slots]) {
+  std::vector<KeyedCounters> out;
+  for (const SharedKeyed& slot : slots) {
+    if (slot.state.load(std::memory_order_acquire) != 2) continue;
+    KeyedCounters k;
+    k.key.assign(slot.key, strnlen(slot.key, key_bytes));
+    k.dirs = {load(slot.dirs[0]), load(slot.dirs[1])};
+    out.push_back(std::move(k));
+  }
+  return out;
+}
+
+}  // namespace
+
+void add_path(SharedStats& s, Path p, Direction d, std::uint64_t bytes, std::uint64_t ios,
+              std::uint64_t ns, bool error) noexcept {
+  const auto pi = static_cast<std::size_t>(p);
+  const auto di = static_cast<std::size_t>(d);
+  add(s.paths[pi][di], bytes, ios, ns, error);
+  s.latency[pi][di].buckets[LatencyHistogram::index_of(ns)].fetch_add(1, relaxed);
+  s.updated_unix_ns.store(unix_ns(), relaxed);
+}
+
+void add_target(SharedStats& s, std::string_view device, std::string_view fs, Direction d,
+                std::uint64_t bytes, std::uint64_t ios, std::uint64_t ns, bool error) noexcept {
+  const auto di = static_cast<std::size_t>(d);
+  add(slot_for(s.devices, device).dirs[di], bytes, ios, ns, error);
+  add(slot_for(s.filesystems, fs).dirs[di], bytes, ios, ns, error);
+}
+
+StatsSnapshot load(const SharedStats& s) {
+  StatsSnapshot r;
+  for (std::size_t p = 0; p < path_count; ++p) {
+    for (std::size_t d = 0; d < 2; ++d) {
+      r.paths[p][d] = load(s.paths[p][d]);
+      const auto& buckets = s.latency[p][d].buckets;
+      for (std::size_t i = 0; i < LatencyHistogram::bucket_count; ++i) {
+        if (const std::uint64_t n = buckets[i].load(relaxed); n != 0) {
+          r.latency[p][d].record_n(LatencyHistogram::lowest_in(i), n);
+        }
+      }
+    }
+  }
+  r.staging_waits = s.staging_waits.load(relaxed);
+  for (std::size_t f = 0; f < fallback_count; ++f) r.fallbacks[f] = s.fallbacks[f].load(relaxed);
+  r.devices = load(s.devices);
+  r.filesystems = load(s.filesystems);
+  return r;
+}
+
+void zero(SharedStats& s) noexcept {
+  for (auto& row : s.paths) {
+    for (auto& c : row) zero(c);
+  }
+  for (auto& row : s.latency) {
+    for (auto& h : row) {
+      for (auto& b : h.buckets) b.store(0, relaxed);
+    }
+  }
+  s.staging_waits.store(0, relaxed);
+  for (auto& f : s.fallbacks) f.store(0, relaxed);
+  for (auto* slots : {&s.devices, &s.filesystems}) {
+    for (SharedKeyed& slot : *slots) {
+      zero(slot.dirs[0]);
+      zero(slot.dirs[1]);
+      std::memset(slot.key, 0, key_bytes);
+      slot.state.store(0, std::memory_order_release);
+    }
+  }
+}
+
+}  // namespace detail
+
+std::string_view to_string(Fallback f) noexcept {
+  switch (f) {
+    case Fallback::no_cufile: return "no_cufile";
+    case Fallback::no_o_direct: return "no_o_direct";
+    case Fallback::buffer_unaligned: return "buffer_unaligned";
+    case Fallback::offset_unaligned: return "offset_unaligned";
+    case Fallback::size_unaligned: return "size_unaligned";
+    case Fallback::handle_refused: return "handle_refused";
+    case Fallback::io_refused: return "io_refused";
+  }
+  return "unknown";
+}
+
+Stats::Stats() : local_(std::make_unique<detail::SharedStats>()) {}
+Stats::~Stats() = default;
+
+void Stats::record(Path p, Direction d, std::uint64_t bytes, std::uint64_t ios, std::uint64_t ns,
+                   bool error) noexcept {
+  detail::add_path(*local_, p, d, bytes, ios, ns, error);
+  if (shared_ != nullptr) detail::add_path(*shared_, p, d, bytes, ios, ns, error);
+}
+
+void Stats::record_target(std::string_view device, std::string_view fs, Direction d,
+                          std::uint64_t bytes, std::uint64_t ios, std::uint64_t ns,
+                          bool error) noexcept {
+  detail::add_target(*local_, device, fs, d, bytes, ios, ns, error);
+  if (shared_ != nullptr) detail::add_target(*shared_, device, fs, d, bytes, ios, ns, error);
+}
+
+void Stats::count_fallback(Fallback f) noexcept {
+  const auto i = static_cast<std::size_t>(f);
+  local_->fallbacks[i].fetch_add(1, detail::relaxed);
+  if (shared_ != nullptr) shared_->fallbacks[i].fetch_add(1, detail::relaxed);
 }
 
 void Stats::count_staging_wait() noexcept {
-  staging_waits_.fetch_add(1, std::memory_order_relaxed);
-  if (shared_ != nullptr) shared_->staging_waits.fetch_add(1, std::memory_order_relaxed);
+  local_->staging_waits.fetch_add(1, detail::relaxed);
+  if (shared_ != nullptr) shared_->staging_waits.fetch_add(1, detail::relaxed);
 }
 
-StatsSnapshot Stats::snapshot() const noexcept {
-  StatsSnapshot s;
-  constexpr auto relaxed = std::memory_order_relaxed;
-  for (std::size_t p = 0; p < path_count; ++p) {
-    for (std::size_t d = 0; d < 2; ++d) {
-      const auto& a = paths_[p][d];
-      s.paths[p][d] = {a.bytes.load(relaxed), a.ops.load(relaxed), a.ios.load(relaxed),
-                       a.errors.load(relaxed), a.nanoseconds.load(relaxed)};
-    }
-  }
-  s.staging_waits = staging_waits_.load(relaxed);
-  return s;
-}
+StatsSnapshot Stats::snapshot() const { return detail::load(*local_); }
 
 void Stats::reset() noexcept {
-  for (auto& row : paths_) {
-    for (auto& a : row) {
-      a.bytes = 0;
-      a.ops = 0;
-      a.ios = 0;
-      a.errors = 0;
-      a.nanoseconds = 0;
-    }
-  }
-  staging_waits_ = 0;
-  if (shared_ != nullptr) {
-    for (auto& row : shared_->paths) {
-      for (auto& a : row) {
-        a.bytes = 0;
-        a.ops = 0;
-        a.ios = 0;
-        a.errors = 0;
-        a.nanoseconds = 0;
-      }
-    }
-    shared_->staging_waits = 0;
-  }
+  detail::zero(*local_);
+  if (shared_ != nullptr) detail::zero(*shared_);
 }
 
 Stats& stats() noexcept {

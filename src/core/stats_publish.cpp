@@ -39,6 +39,23 @@ struct Segment {
   }
 };
 
+// A Prometheus label value: backslash, double quote and newline escaped.
+std::string label_value(std::string_view v) {
+  std::string out;
+  for (const char c : v) {
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c == '"') {
+      out += "\\\"";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
 bool pid_alive(int pid) {
   return pid > 0 && (::kill(pid, 0) == 0 || errno == EPERM);
 }
@@ -138,16 +155,8 @@ std::optional<PublishedStats> read_published(int pid, std::string* error) {
   r.alive = detail::pid_alive(s->pid);
   r.command.assign(s->command, strnlen(s->command, sizeof(s->command)));
   r.start_unix_ns = s->start_unix_ns;
-  constexpr auto relaxed = std::memory_order_relaxed;
-  r.updated_unix_ns = s->updated_unix_ns.load(relaxed);
-  for (std::size_t i = 0; i < path_count; ++i) {
-    for (std::size_t d = 0; d < 2; ++d) {
-      const auto& a = s->paths[i][d];
-      r.snapshot.paths[i][d] = {a.bytes.load(relaxed), a.ops.load(relaxed), a.ios.load(relaxed),
-                                a.errors.load(relaxed), a.nanoseconds.load(relaxed)};
-    }
-  }
-  r.snapshot.staging_waits = s->staging_waits.load(relaxed);
+  r.updated_unix_ns = s->updated_unix_ns.load(std::memory_order_relaxed);
+  r.snapshot = detail::load(*s);
   ::munmap(p, sizeof(detail::SharedStats));
   return r;
 }
@@ -196,6 +205,64 @@ std::string to_prometheus(const std::vector<PublishedStats>& stats) {
           out += fmt::format("{}{{pid=\"{}\",path=\"{}\",direction=\"{}\"}} {}\n", m.name, s.pid,
                              to_string(p), d == Direction::read ? "read" : "write", v);
         }
+      }
+    }
+  }
+  struct KeyedMetric {
+    const char* name;
+    const char* help;
+    std::uint64_t PathCounters::*field;
+  };
+  auto keyed = [&](const char* what, const char* label,
+                   std::vector<KeyedCounters> StatsSnapshot::*list) {
+    static constexpr KeyedMetric keyed_metrics[] = {
+        {"bytes_total", "Bytes moved by finished transfers", &PathCounters::bytes},
+        {"transfers_total", "Transfers finished", &PathCounters::ops},
+        {"errors_total", "Transfers that failed", &PathCounters::errors},
+    };
+    for (const KeyedMetric& m : keyed_metrics) {
+      const std::string name = fmt::format("sluice_{}_{}", what, m.name);
+      out += fmt::format("# HELP {} {}, by {}.\n# TYPE {} counter\n", name, m.help, what, name);
+      for (const auto& s : stats) {
+        for (const KeyedCounters& k : s.snapshot.*list) {
+          for (auto d : {Direction::read, Direction::write}) {
+            out += fmt::format("{}{{pid=\"{}\",{}=\"{}\",direction=\"{}\"}} {}\n", name, s.pid,
+                               label, detail::label_value(k.key), d == Direction::read ? "read" : "write",
+                               k.dirs[static_cast<std::size_t>(d)].*m.field);
+          }
+        }
+      }
+    }
+  };
+  keyed("device", "device", &StatsSnapshot::devices);
+  keyed("filesystem", "fs", &StatsSnapshot::filesystems);
+  out +=
+      "# HELP sluice_fallbacks_total GPU transfers that could not take the direct path, by reason.\n"
+      "# TYPE sluice_fallbacks_total counter\n";
+  for (const auto& s : stats) {
+    for (std::size_t f = 0; f < fallback_count; ++f) {
+      out += fmt::format("sluice_fallbacks_total{{pid=\"{}\",reason=\"{}\"}} {}\n", s.pid,
+                         to_string(static_cast<Fallback>(f)), s.snapshot.fallbacks[f]);
+    }
+  }
+  out +=
+      "# HELP sluice_transfer_latency_seconds Wall time per transfer.\n"
+      "# TYPE sluice_transfer_latency_seconds summary\n";
+  for (const auto& s : stats) {
+    for (auto p : {Path::host, Path::bounce, Path::posix, Path::direct}) {
+      for (auto d : {Direction::read, Direction::write}) {
+        const PathCounters& c = s.snapshot.at(p, d);
+        if (c.ops == 0) continue;
+        const std::string labels = fmt::format("pid=\"{}\",path=\"{}\",direction=\"{}\"", s.pid,
+                                               to_string(p), d == Direction::read ? "read" : "write");
+        const LatencyHistogram& h = s.snapshot.latency_of(p, d);
+        for (const double q : {0.5, 0.9, 0.99, 0.999}) {
+          out += fmt::format("sluice_transfer_latency_seconds{{{},quantile=\"{}\"}} {}\n", labels, q,
+                             static_cast<double>(h.value_at_percentile(q * 100)) * 1e-9);
+        }
+        out += fmt::format("sluice_transfer_latency_seconds_sum{{{}}} {}\n", labels,
+                           static_cast<double>(c.nanoseconds) * 1e-9);
+        out += fmt::format("sluice_transfer_latency_seconds_count{{{}}} {}\n", labels, c.ops);
       }
     }
   }

@@ -255,8 +255,7 @@ TransferResult posix_transfer(IoOp op, const File& file, std::byte* dev, std::ui
 
 std::optional<TransferResult> direct_transfer(IoOp op, const File& file, std::byte* dev,
                                               std::uint64_t size, std::uint64_t offset,
-                                              const Config& cfg, std::string* refusal,
-                                              int* refusal_code) {
+                                              const Config& cfg, DirectRefusal* refusal) {
   (void)cfg;
   const auto t0 = Clock::now();
   CuFile& cufile = CuFile::instance();
@@ -273,8 +272,7 @@ std::optional<TransferResult> direct_transfer(IoOp op, const File& file, std::by
       int code = 0;
       handle = cufile.register_handle(file.has_direct() ? file.direct_fd() : file.fd(), &why, &code);
       if (!handle) {
-        *refusal = why;
-        *refusal_code = code;
+        *refusal = {std::move(why), code, Fallback::handle_refused};
         return std::nullopt;
       }
       file.attachment() = handle;
@@ -297,9 +295,9 @@ std::optional<TransferResult> direct_transfer(IoOp op, const File& file, std::by
     if (r < 0) {
       const int code = static_cast<int>(-r);
       if (done == 0 && capability_error(code)) {
-        *refusal = fmt::format("{}: {} ({}): {}", op == IoOp::read ? "cuFileRead" : "cuFileWrite",
-                               CuFile::error_name(code), code, CuFile::error_text(code));
-        *refusal_code = code;
+        *refusal = {fmt::format("{}: {} ({}): {}", op == IoOp::read ? "cuFileRead" : "cuFileWrite",
+                                CuFile::error_name(code), code, CuFile::error_text(code)),
+                    code, Fallback::io_refused};
         return std::nullopt;
       }
       stats().record(Path::direct, direction(op), done, ios, since_ns(t0), true);

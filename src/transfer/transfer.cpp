@@ -4,7 +4,9 @@
 
 #include <unistd.h>
 
+#include <array>
 #include <atomic>
+#include <chrono>
 #include <exception>
 #include <optional>
 
@@ -14,6 +16,7 @@
 #include "gpu_paths.hpp"
 #include "host_path.hpp"
 #include "sluice/error.hpp"
+#include "sluice/stats.hpp"
 #include "sluice/thread_pool.hpp"
 
 namespace sluice {
@@ -46,21 +49,29 @@ Path requested_path(const TransferOptions& o, const Config& cfg, bool* strict) {
   return *parse_path(cfg.path);
 }
 
-// Why the direct path cannot serve this request, or empty when it can (before registration).
-std::string direct_obstacle(const File& file, const void* buf, std::uint64_t size, std::uint64_t offset) {
+// Why the direct path cannot serve this request, or nullopt when it can (before registration).
+struct Obstacle {
+  Fallback kind;
+  std::string why;
+};
+std::optional<Obstacle> direct_obstacle(const File& file, const void* buf, std::uint64_t size,
+                                        std::uint64_t offset) {
   auto& cufile = detail::CuFile::instance();
-  if (!cufile.available()) return cufile.reason();
-  if (!file.has_direct()) return file.direct_reason();
-  if (reinterpret_cast<std::uintptr_t>(buf) % 4096 != 0) return "buffer not 4 KiB aligned";
-  if (offset % 4096 != 0) return "file offset not 4 KiB aligned";
-  if (size % 4096 != 0) return "size not a multiple of 4 KiB";
-  return {};
+  if (!cufile.available()) return Obstacle{Fallback::no_cufile, cufile.reason()};
+  if (!file.has_direct()) return Obstacle{Fallback::no_o_direct, file.direct_reason()};
+  if (reinterpret_cast<std::uintptr_t>(buf) % 4096 != 0) {
+    return Obstacle{Fallback::buffer_unaligned, "buffer not 4 KiB aligned"};
+  }
+  if (offset % 4096 != 0) return Obstacle{Fallback::offset_unaligned, "file offset not 4 KiB aligned"};
+  if (size % 4096 != 0) return Obstacle{Fallback::size_unaligned, "size not a multiple of 4 KiB"};
+  return std::nullopt;
 }
 
 struct Choice {
   Path path;
   std::string reason;
   bool strict;
+  std::optional<Fallback> fallback = std::nullopt;  ///< auto fell back from direct, and why
 };
 
 Choice choose(IoOp op, const File& file, const void* buf, std::uint64_t size, std::uint64_t offset,
@@ -78,24 +89,26 @@ Choice choose(IoOp op, const File& file, const void* buf, std::uint64_t size, st
   }
   if (want == Path::host) throw_usage_error(ctx, "path host needs host memory, but the buffer is device memory");
   if (want == Path::bounce || want == Path::posix) return {want, "requested", true};
-  std::string why = direct_obstacle(file, buf, size, offset);
-  if (why.empty()) return {Path::direct, strict ? "requested" : "auto", strict};
-  if (strict) throw Error(ErrorDomain::cufile, 5008, ctx, fmt::format("path direct unavailable: {}", why));
-  return {Path::bounce, "auto: direct unavailable: " + why, false};
+  const auto obstacle = direct_obstacle(file, buf, size, offset);
+  if (!obstacle) return {Path::direct, strict ? "requested" : "auto", strict};
+  if (strict) {
+    throw Error(ErrorDomain::cufile, 5008, ctx, fmt::format("path direct unavailable: {}", obstacle->why));
+  }
+  return {Path::bounce, "auto: direct unavailable: " + obstacle->why, false, obstacle->kind};
 }
 
-TransferResult run(IoOp op, const File& file, std::byte* buf, std::uint64_t size, std::uint64_t offset,
-                   const TransferOptions& o) {
-  auto cfg = effective(o);
-  const Choice c = choose(op, file, buf, size, offset, o, *cfg);
+TransferResult run_chosen(IoOp op, const File& file, std::byte* buf, std::uint64_t size,
+                          std::uint64_t offset, const TransferOptions& o, const Config& cfg,
+                          const Choice& c) {
   if (c.path == Path::host) {
-    return op == IoOp::read ? detail::host_read(file, buf, size, offset, *cfg)
-                            : detail::host_write(file, buf, size, offset, *cfg);
+    return op == IoOp::read ? detail::host_read(file, buf, size, offset, cfg)
+                            : detail::host_write(file, buf, size, offset, cfg);
   }
   // GPU paths: the same checks and EOF clamping as the host path.
   const std::uint64_t n = detail::validate_request(op, file, buf, size, offset);
   if (n == 0) return {0, c.path, op == IoOp::read ? "end of file" : "nothing to write", 0, 0};
   Device& dev = *o.device;
+  if (c.fallback) stats().count_fallback(*c.fallback);
   auto tag = [&](TransferResult r) {
     if (c.reason == "auto") {
       r.reason = "auto: " + r.reason;
@@ -105,27 +118,58 @@ TransferResult run(IoOp op, const File& file, std::byte* buf, std::uint64_t size
     return r;
   };
   switch (c.path) {
-    case Path::posix: return tag(detail::posix_transfer(op, file, buf, n, offset, dev, *cfg));
-    case Path::bounce: return tag(detail::bounce_transfer(op, file, buf, n, offset, dev, *cfg));
+    case Path::posix: return tag(detail::posix_transfer(op, file, buf, n, offset, dev, cfg));
+    case Path::bounce: return tag(detail::bounce_transfer(op, file, buf, n, offset, dev, cfg));
     case Path::direct: {
-      std::string refusal;
-      int refusal_code = 0;
-      if (auto r = detail::direct_transfer(op, file, buf, n, offset, *cfg, &refusal, &refusal_code)) {
+      detail::DirectRefusal refusal;
+      if (auto r = detail::direct_transfer(op, file, buf, n, offset, cfg, &refusal)) {
         return tag(std::move(*r));
       }
       if (c.strict) {
-        throw Error(ErrorDomain::cufile, refusal_code != 0 ? refusal_code : 5008,
+        throw Error(ErrorDomain::cufile, refusal.code != 0 ? refusal.code : 5008,
                     {.op = op == IoOp::read ? "read" : "write", .path = file.path(), .offset = offset,
                      .size = n, .has_range = true},
-                    "path direct unavailable: " + refusal);
+                    "path direct unavailable: " + refusal.why);
       }
-      TransferResult r = detail::bounce_transfer(op, file, buf, n, offset, dev, *cfg);
-      r.reason = "auto: direct unavailable: " + refusal + "; " + r.reason;
+      stats().count_fallback(refusal.kind);
+      TransferResult r = detail::bounce_transfer(op, file, buf, n, offset, dev, cfg);
+      r.reason = "auto: direct unavailable: " + refusal.why + "; " + r.reason;
       return r;
     }
     case Path::host: break;
   }
   return {};
+}
+
+// "host" for host memory, else the device's spec ("sim", "cuda:N"), for the per-device counters.
+std::string_view device_key(const Choice& c, const TransferOptions& o, std::array<char, 24>& buf) {
+  if (c.path == Path::host || !o.device) return "host";
+  const DeviceInfo& info = o.device->info();
+  if (info.kind != "cuda") return info.kind;
+  const auto end = fmt::format_to_n(buf.data(), buf.size(), "cuda:{}", info.ordinal).out;
+  return {buf.data(), static_cast<std::size_t>(end - buf.data())};
+}
+
+TransferResult run(IoOp op, const File& file, std::byte* buf, std::uint64_t size, std::uint64_t offset,
+                   const TransferOptions& o) {
+  auto cfg = effective(o);
+  const Choice c = choose(op, file, buf, size, offset, o, *cfg);
+  const auto t0 = std::chrono::steady_clock::now();
+  std::array<char, 24> key_buf{};
+  auto record = [&](std::uint64_t bytes, std::uint64_t ios, bool error) {
+    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0);
+    stats().record_target(device_key(c, o, key_buf), file.fs_type(),
+                          op == IoOp::read ? Direction::read : Direction::write, bytes, ios,
+                          static_cast<std::uint64_t>(ns.count()), error);
+  };
+  try {
+    TransferResult r = run_chosen(op, file, buf, size, offset, o, *cfg, c);
+    record(r.bytes, r.ios, false);
+    return r;
+  } catch (...) {
+    record(0, 0, true);
+    throw;
+  }
 }
 
 }  // namespace

@@ -72,9 +72,14 @@ Exposition parse_prometheus(const std::string& text) {
       error("not a sample");
       continue;
     }
-    const std::string name = m[1];
+    std::string name = m[1];
+    // A summary's or histogram's _sum, _count (and _bucket) samples belong to its TYPE line.
+    for (const std::string_view suffix : {"_sum", "_count", "_bucket"}) {
+      const std::string base = name.substr(0, name.size() - std::min(name.size(), suffix.size()));
+      if (name.ends_with(suffix) && (types[base] == "summary" || types[base] == "histogram")) name = base;
+    }
     sampled.insert(name);
-    if (!types.contains(name)) error("sample without a TYPE line");
+    if (!types.contains(name) || types[name].empty()) error("sample without a TYPE line");
     const std::string v = m[7];
     double value = 0;
     if (v == "+Inf" || v == "-Inf" || v == "NaN") {
@@ -90,7 +95,7 @@ Exposition parse_prometheus(const std::string& text) {
       }
     }
     if (types[name] == "counter" && value < 0) error("negative counter");
-    if (!e.samples.emplace(name + m[2].str(), value).second) error("duplicate sample");
+    if (!e.samples.emplace(m[1].str() + m[2].str(), value).second) error("duplicate sample");
   }
   return e;
 }
@@ -155,7 +160,8 @@ class StatsCli : public ::testing::Test {
   }
 
   // The common checks on a running publisher, then waits for it to end.
-  void check_live_publisher(std::string path) {
+  // `device`: the device key its transfers are counted under ("host", "sim").
+  void check_live_publisher(std::string path, std::string_view device) {
     const json j = wait_for_bytes(path);
     if (j.empty()) return;
     EXPECT_EQ(j.at("pid"), child_);
@@ -168,6 +174,26 @@ class StatsCli : public ::testing::Test {
       for (const char* k : {"bytes", "transfers", "ios", "errors"})
         EXPECT_TRUE(p.at(k).is_number_unsigned()) << k;
       EXPECT_TRUE(p.at("seconds").is_number());
+      EXPECT_TRUE(p.at("latency_us").at("count").is_number_unsigned());
+    }
+    // The same transfers by device and by file system, and the fallback counters.
+    std::uint64_t device_transfers = 0, fs_transfers = 0;
+    for (const auto& dv : j.at("devices")) {
+      if (dv.at("device") == device) device_transfers += dv.at("transfers").get<std::uint64_t>();
+    }
+    for (const auto& fs : j.at("filesystems")) {
+      EXPECT_FALSE(fs.at("fs").get<std::string>().empty());
+      fs_transfers += fs.at("transfers").get<std::uint64_t>();
+    }
+    EXPECT_GT(device_transfers, 0U) << j.dump();
+    EXPECT_GT(fs_transfers, 0U) << j.dump();
+    ASSERT_EQ(j.at("fallbacks").size(), fallback_count);
+    EXPECT_TRUE(j.at("fallbacks").at("no_cufile").is_number_unsigned());
+    for (const auto& p : j["paths"]) {
+      if (p.at("transfers").get<std::uint64_t>() == 0) continue;
+      // Read while transfers finish, so the histogram may hold a few more than `transfers`.
+      EXPECT_GE(p.at("latency_us").at("count"), p.at("transfers")) << p.dump();
+      EXPECT_GT(p.at("latency_us").at("p50").get<double>(), 0) << p.dump();
     }
 
     // The listing names it.
@@ -193,6 +219,14 @@ class StatsCli : public ::testing::Test {
       if (p["path"] == path && p["direction"] == "read") seen = p["bytes"].get<std::uint64_t>();
     }
     EXPECT_GE(samples.at(key), static_cast<double>(seen));
+    const std::string device_key = fmt::format(
+        "sluice_device_bytes_total{{pid=\"{}\",device=\"{}\",direction=\"read\"}}", child_, device);
+    ASSERT_TRUE(samples.contains(device_key)) << prom.out;
+    EXPECT_GT(samples.at(device_key), 0) << prom.out;
+    const std::string count_key = fmt::format(
+        "sluice_transfer_latency_seconds_count{{pid=\"{}\",path=\"{}\",direction=\"read\"}}",
+        child_, path);
+    EXPECT_TRUE(samples.contains(count_key)) << prom.out;
 
     // --watch prints until the process ends, then exits 0.
     const CliRun watch = sluice(fmt::format("stats {} --watch 300ms", child_));
@@ -221,12 +255,12 @@ TEST_F(StatsCli, LiveCountersOfARunningBench) {
   spawn({SLUICE_CLI_PATH, "bench", "--file", data_, "--size", "4M", "--block-size", "256K",
          "--xfer", "cpu-gpu", "--device", "sim", "--time", "3"});
   // cpu-gpu reads into host memory and copies: bounce or posix, depending on the buffer.
-  check_live_publisher("");
+  check_live_publisher("", "sim");
 }
 
 TEST_F(StatsCli, LiveCountersOfAProgramUsingTheLibrary) {
   spawn({SLUICE_STATS_PUBLISHER, data_, "3"});
-  check_live_publisher("host");
+  check_live_publisher("host", "host");
 }
 
 TEST_F(StatsCli, PrometheusParserRejectsMalformedText) {
@@ -242,7 +276,7 @@ TEST_F(StatsCli, PrometheusParserRejectsMalformedText) {
   EXPECT_TRUE(ok.errors.empty()) << fmt::format("{}", fmt::join(ok.errors, "\n"));
   EXPECT_TRUE(
       ok.samples.contains("sluice_bytes_total{pid=\"0\",path=\"direct\",direction=\"write\"}"));
-  EXPECT_EQ(ok.samples.size(), 5U * 8U + 2U);
+  EXPECT_EQ(ok.samples.size(), 5U * 8U + fallback_count + 2U);
 }
 
 TEST_F(StatsCli, UnknownPidAndBadOptionsFail) {

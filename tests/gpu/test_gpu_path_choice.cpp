@@ -81,6 +81,8 @@ TransferResult read_checked(const Dir& d, const std::shared_ptr<Device>& dev, st
   return r;
 }
 
+std::uint64_t fallbacks(Fallback f) { return stats().snapshot().fallbacks_for(f); }
+
 PathCounters delta(const StatsSnapshot& before, Path p, Direction dir) {
   const PathCounters a = before.at(p, dir);
   const PathCounters b = stats().snapshot().at(p, dir);
@@ -173,6 +175,18 @@ TEST_F(NoCuFile, StatsCountBytesPerPath) {
   EXPECT_EQ(delta(before, Path::posix, Direction::write).bytes, 70000U);
   EXPECT_EQ(delta(before, Path::direct, Direction::read).bytes, 0U);
   EXPECT_EQ(delta(before, Path::direct, Direction::read).ops, 0U);
+  // Only the auto read fell back from direct, because cuFile is missing.
+  const StatsSnapshot after = stats().snapshot();
+  EXPECT_EQ(after.fallbacks_for(Fallback::no_cufile) - before.fallbacks_for(Fallback::no_cufile), 1U);
+  EXPECT_EQ(after.fallbacks_for(Fallback::offset_unaligned), before.fallbacks_for(Fallback::offset_unaligned));
+  auto sim_bytes = [](const StatsSnapshot& s, Direction dir) {
+    for (const auto& k : s.devices) {
+      if (k.key == "sim") return k.dirs[static_cast<std::size_t>(dir)].bytes;
+    }
+    return std::uint64_t{0};
+  };
+  EXPECT_EQ(sim_bytes(after, Direction::read) - sim_bytes(before, Direction::read), MiB + MiB + 1 + 300000);
+  EXPECT_EQ(sim_bytes(after, Direction::write) - sim_bytes(before, Direction::write), 270000U);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -335,11 +349,12 @@ TEST_F(FakeCuFile, UnalignedRequestsTakeBounceOrFailWhenStrict) {
     std::uint64_t off, size;
     std::size_t dev_off;
     const char* why;
+    Fallback counted_as;
   };
   const Unaligned cases[] = {
-      {1, 65536, 0, "file offset not 4 KiB aligned"},
-      {4096, 65537, 0, "size not a multiple of 4 KiB"},
-      {4096, 65536, 512, "buffer not 4 KiB aligned"},
+      {1, 65536, 0, "file offset not 4 KiB aligned", Fallback::offset_unaligned},
+      {4096, 65537, 0, "size not a multiple of 4 KiB", Fallback::size_unaligned},
+      {4096, 65536, 512, "buffer not 4 KiB aligned", Fallback::buffer_unaligned},
   };
   for (const auto& dev : devices()) {
     for (const Unaligned& u : cases) {
@@ -351,9 +366,11 @@ TEST_F(FakeCuFile, UnalignedRequestsTakeBounceOrFailWhenStrict) {
       EXPECT_TRUE(contains(c.reason, "4 KiB"));
       EXPECT_TRUE(contains(c.reason, u.why));
       const auto c0 = counters();
+      const std::uint64_t fell = fallbacks(u.counted_as);
       const TransferResult r = read_checked(*d_, dev, u.off, u.size, u.dev_off, on(dev));
       EXPECT_EQ(r.path, Path::bounce);
       EXPECT_TRUE(contains(r.reason, u.why));
+      EXPECT_EQ(fallbacks(u.counted_as) - fell, 1U) << "counted by its reason";
       EXPECT_EQ(counters().reads, c0.reads) << "cuFile was not asked";
       EXPECT_TRUE(throws_error([&] { (void)read(f, mem.data() + u.dev_off, u.size, u.off, on(dev, Path::direct)); },
                                ErrorDomain::cufile, {"path direct unavailable", u.why}));
@@ -371,8 +388,10 @@ TEST_F(FakeCuFile, TmpfsFilesAreRefusedForLackOfODirect) {
     const PathChoice c = choose_path(f, mem.data(), MiB, 0, on(dev));
     EXPECT_EQ(c.path, Path::bounce);
     EXPECT_TRUE(contains(c.reason, "no O_DIRECT"));
+    const std::uint64_t fell = fallbacks(Fallback::no_o_direct);
     const TransferResult r = read_checked(t, dev, 0, MiB, 0, on(dev));
     EXPECT_EQ(r.path, Path::bounce);
+    EXPECT_EQ(fallbacks(Fallback::no_o_direct) - fell, 1U);
     EXPECT_TRUE(contains(r.reason, "auto: direct unavailable: filesystem tmpfs has no O_DIRECT"));
     EXPECT_TRUE(contains(r.reason, "buffered"));
     EXPECT_TRUE(throws_error([&] { (void)read(f, mem.data(), MiB, 0, on(dev, Path::direct)); },
@@ -390,8 +409,10 @@ TEST_F(FakeCuFile, CapabilityRefusalsFallBackUnderAutoAndFailWhenStrict) {
       const std::string name = detail::CuFile::error_name(code);
       {
         test::ScopedEnv fail("FAKE_CUFILE_FAIL", fmt::format("cuFileRead:{}", code));
+        const std::uint64_t fell = fallbacks(Fallback::io_refused);
         const TransferResult r = read_checked(*d_, dev, 8192, MiB, 0, on(dev));
         EXPECT_EQ(r.path, Path::bounce);
+        EXPECT_EQ(fallbacks(Fallback::io_refused) - fell, 1U);
         EXPECT_TRUE(contains(r.reason, "auto: direct unavailable"));
         EXPECT_TRUE(contains(r.reason, fmt::format("cuFileRead: {} ({})", name, code)));
         const File f = File::open(d_->file(), OpenMode::read);
@@ -469,8 +490,10 @@ TEST_F(FakeCuFile, HandleRegisterRefusalFallsBackNamingTheCall) {
   for (const auto& dev : devices()) {
     SCOPED_TRACE(dev->info().kind);
     test::ScopedEnv fail("FAKE_CUFILE_FAIL", "cuFileHandleRegister:5008");
+    const std::uint64_t fell = fallbacks(Fallback::handle_refused);
     const TransferResult r = read_checked(*d_, dev, 0, MiB, 0, on(dev));
     EXPECT_EQ(r.path, Path::bounce);
+    EXPECT_EQ(fallbacks(Fallback::handle_refused) - fell, 1U);
     EXPECT_TRUE(contains(r.reason, "cuFileHandleRegister: CU_FILE_IO_NOT_SUPPORTED (5008)"));
     DeviceMemory mem(dev, MiB);
     const File f = File::open(d_->file(), OpenMode::read);

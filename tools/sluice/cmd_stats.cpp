@@ -42,19 +42,49 @@ double parse_interval(const std::string& t) {
   return v;
 }
 
+const char* direction_name(Direction d) { return d == Direction::read ? "read" : "write"; }
+
+nlohmann::json latency_json(const LatencyHistogram& h) {
+  auto us = [&](double p) { return static_cast<double>(h.value_at_percentile(p)) * 1e-3; };
+  return {{"count", h.count()}, {"p50", us(50)}, {"p90", us(90)}, {"p99", us(99)},
+          {"p999", us(99.9)},   {"max", static_cast<double>(h.max()) * 1e-3}};
+}
+
+nlohmann::json keyed_json(const std::vector<KeyedCounters>& list, const char* label) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const KeyedCounters& k : list) {
+    for (auto d : {Direction::read, Direction::write}) {
+      const PathCounters& c = k.dirs[static_cast<std::size_t>(d)];
+      if (c.ops == 0) continue;
+      out.push_back({{label, k.key},
+                     {"direction", direction_name(d)},
+                     {"bytes", c.bytes},
+                     {"transfers", c.ops},
+                     {"errors", c.errors},
+                     {"seconds", static_cast<double>(c.nanoseconds) * 1e-9}});
+    }
+  }
+  return out;
+}
+
 nlohmann::json to_json(const PublishedStats& s) {
   nlohmann::json paths = nlohmann::json::array();
   for (auto p : {Path::host, Path::bounce, Path::posix, Path::direct}) {
     for (auto d : {Direction::read, Direction::write}) {
       const PathCounters& c = s.snapshot.at(p, d);
       paths.push_back({{"path", to_string(p)},
-                       {"direction", d == Direction::read ? "read" : "write"},
+                       {"direction", direction_name(d)},
                        {"bytes", c.bytes},
                        {"transfers", c.ops},
                        {"ios", c.ios},
                        {"errors", c.errors},
-                       {"seconds", static_cast<double>(c.nanoseconds) * 1e-9}});
+                       {"seconds", static_cast<double>(c.nanoseconds) * 1e-9},
+                       {"latency_us", latency_json(s.snapshot.latency_of(p, d))}});
     }
+  }
+  nlohmann::json fallbacks = nlohmann::json::object();
+  for (std::size_t f = 0; f < fallback_count; ++f) {
+    fallbacks[std::string(to_string(static_cast<Fallback>(f)))] = s.snapshot.fallbacks[f];
   }
   return {{"pid", s.pid},
           {"alive", s.alive},
@@ -62,28 +92,62 @@ nlohmann::json to_json(const PublishedStats& s) {
           {"start_unix_s", static_cast<double>(s.start_unix_ns) * 1e-9},
           {"updated_unix_s", static_cast<double>(s.updated_unix_ns) * 1e-9},
           {"staging_waits", s.snapshot.staging_waits},
-          {"paths", paths}};
+          {"paths", paths},
+          {"devices", keyed_json(s.snapshot.devices, "device")},
+          {"filesystems", keyed_json(s.snapshot.filesystems, "fs")},
+          {"fallbacks", fallbacks}};
+}
+
+std::string rate_column(std::uint64_t now, std::uint64_t before, double interval) {
+  return fmt::format(" {:>10.3f}", static_cast<double>(now - before) / interval / (1024.0 * 1024 * 1024));
 }
 
 std::string to_text(const PublishedStats& s, const PublishedStats* before, double interval) {
   std::string out = fmt::format("pid {} ({}){}\n", s.pid, s.command,
                                 s.alive ? "" : " [not running: stale segment]");
-  out += fmt::format("  {:<7} {:<5} {:>14} {:>10} {:>10} {:>7} {:>10}{}\n", "path", "dir", "bytes",
-                     "transfers", "ios", "errors", "busy s", before ? "     GiB/s" : "");
+  out += fmt::format("  {:<7} {:<5} {:>14} {:>10} {:>10} {:>7} {:>10} {:>9} {:>9}{}\n", "path", "dir",
+                     "bytes", "transfers", "ios", "errors", "busy s", "p50 us", "p99 us",
+                     before ? "      GiB/s" : "");
   for (auto p : {Path::host, Path::bounce, Path::posix, Path::direct}) {
     for (auto d : {Direction::read, Direction::write}) {
       const PathCounters& c = s.snapshot.at(p, d);
       if (c.ops == 0) continue;
-      std::string rate;
-      if (before != nullptr) {
-        const double delta = static_cast<double>(c.bytes - before->snapshot.at(p, d).bytes);
-        rate = fmt::format(" {:>10.3f}", delta / interval / (1024.0 * 1024 * 1024));
-      }
-      out += fmt::format("  {:<7} {:<5} {:>14} {:>10} {:>10} {:>7} {:>10.3f}{}\n", to_string(p),
-                         d == Direction::read ? "read" : "write", c.bytes, c.ops, c.ios, c.errors,
-                         static_cast<double>(c.nanoseconds) * 1e-9, rate);
+      const LatencyHistogram& h = s.snapshot.latency_of(p, d);
+      out += fmt::format("  {:<7} {:<5} {:>14} {:>10} {:>10} {:>7} {:>10.3f} {:>9.1f} {:>9.1f}{}\n",
+                         to_string(p), direction_name(d), c.bytes, c.ops, c.ios, c.errors,
+                         static_cast<double>(c.nanoseconds) * 1e-9,
+                         static_cast<double>(h.value_at_percentile(50)) * 1e-3,
+                         static_cast<double>(h.value_at_percentile(99)) * 1e-3,
+                         before ? rate_column(c.bytes, before->snapshot.at(p, d).bytes, interval) : "");
     }
   }
+  auto keyed = [&](const char* title, const std::vector<KeyedCounters>& list,
+                   std::vector<KeyedCounters> StatsSnapshot::*field) {
+    for (const KeyedCounters& k : list) {
+      for (auto d : {Direction::read, Direction::write}) {
+        const PathCounters& c = k.dirs[static_cast<std::size_t>(d)];
+        if (c.ops == 0) continue;
+        std::uint64_t prev = 0;
+        if (before != nullptr) {
+          for (const KeyedCounters& b : before->snapshot.*field) {
+            if (b.key == k.key) prev = b.dirs[static_cast<std::size_t>(d)].bytes;
+          }
+        }
+        out += fmt::format("  {:<10} {:<14} {:<5} {:>14} bytes {:>10} transfers {:>7} errors{}\n", title,
+                           k.key, direction_name(d), c.bytes, c.ops, c.errors,
+                           before ? rate_column(c.bytes, prev, interval) + " GiB/s" : "");
+      }
+    }
+  };
+  keyed("device", s.snapshot.devices, &StatsSnapshot::devices);
+  keyed("filesystem", s.snapshot.filesystems, &StatsSnapshot::filesystems);
+  std::string falls;
+  for (std::size_t f = 0; f < fallback_count; ++f) {
+    if (s.snapshot.fallbacks[f] == 0) continue;
+    falls += fmt::format("{}{} {}", falls.empty() ? "" : ", ", to_string(static_cast<Fallback>(f)),
+                         s.snapshot.fallbacks[f]);
+  }
+  out += fmt::format("  fell back from direct: {}\n", falls.empty() ? "none" : falls);
   out += fmt::format("  staging waits: {}\n", s.snapshot.staging_waits);
   return out;
 }
