@@ -15,5 +15,6 @@ Runner add_bench_command(CLI::App& app);
 Runner add_load_command(CLI::App& app);
 Runner add_check_command(CLI::App& app);
 Runner add_stats_command(CLI::App& app);
+Runner add_doctor_command(CLI::App& app);
 
 }  // namespace sluice::cli

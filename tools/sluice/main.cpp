@@ -28,6 +28,7 @@ int main(int argc, char** argv) {
   add(add_load_command);
   add(add_check_command);
   add(add_stats_command);
+  add(add_doctor_command);
 
   try {
     app.parse(argc, argv);

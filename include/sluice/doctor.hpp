@@ -1,0 +1,162 @@
+// `sluice doctor`: why a workload reaches only part of what this machine and path can do. It runs
+// the user's bench workload, measures variants of it (deeper queue, larger blocks, aligned
+// offsets, O_DIRECT, more threads, async copies, all helpful changes together) within a time
+// budget, gathers platform facts (cgroup I/O limits, PCIe links, NUMA, IOMMU, page-cache
+// residency, memory and host-to-device bandwidth), and names the causes of the gap, ranked by
+// how much each would recover. Gathering (measure()) and judging (diagnose()) are apart so the
+// judgement is unit-tested with synthetic evidence. docs/doctor.md describes the method.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sluice/bench.hpp"
+
+namespace sluice::doctor {
+
+/// The causes the doctor can name (docs/tuning.md has one section for each).
+enum class Cause : std::uint8_t {
+  queue_depth,
+  block_size,
+  alignment,
+  page_cache,
+  buffered_io,
+  threads,
+  cpu_bound,
+  copy_not_overlapped,
+  pcie_link,
+  numa_placement,
+  iommu,
+  device_limit,
+  throttled,
+};
+[[nodiscard]] std::string_view to_string(Cause c) noexcept;
+/// Every cause, in declaration order.
+[[nodiscard]] std::vector<Cause> all_causes();
+
+/// One measured run: the user's workload ("baseline") or a variant of it.
+struct Probe {
+  std::string name;  ///< baseline | iodepth | block_size | aligned | direct | threads | async_copy
+                     ///< | numa | combined
+  std::string
+      change;  ///< what differs from the baseline ("iodepth 1 -> 16"); empty for the baseline
+  bench::Workload workload;  ///< what ran
+  double gib_s = 0;
+  double seconds = 0;
+  double cpu_cores = 0;  ///< user + system CPU seconds per second of the run
+  double system_busy =
+      -1;  ///< fraction (0..1) of all CPUs busy, any process, while it ran; -1 unknown
+  bool cold_cache =
+      false;  ///< the files' page cache was dropped before it (buffered, cold-cache workloads)
+  std::string path;   ///< the path the bytes took
+  std::string error;  ///< non-empty: the run failed or was skipped; gib_s covers what ran
+};
+
+/// A cgroup I/O limit that applies to this process on a device behind the workload's files.
+struct Throttle {
+  std::string file;   ///< the cgroup file holding it
+                      ///< ("/sys/fs/cgroup/blkio/x/blkio.throttle.read_bps_device")
+  std::string devno;  ///< "7:3"
+  std::uint64_t read_bps = 0, write_bps = 0, read_iops = 0, write_iops = 0;  ///< 0: no limit
+};
+
+/// A PCIe link behind the path (a disk's or, for GPU transfer types, the GPU's).
+struct Link {
+  std::string what;  ///< "loop0", "nvme0n1 (0000:01:00.0)", "GPU cuda:0 (0000:17:00.0)"
+  std::string speed, width, max_speed, max_width;  ///< as sysfs writes them
+  double gib_s = 0;      ///< bandwidth of the link as trained (0: unknown)
+  double max_gib_s = 0;  ///< bandwidth at its maximum speed and width (0: unknown)
+};
+
+/// Everything diagnose() judges. measure() fills it; tests build it by hand.
+struct Evidence {
+  bench::Workload workload;
+  Probe baseline;
+  std::vector<Probe> trials;  ///< variants, by Probe::name
+  unsigned cpus = 1;          ///< CPUs this process may run on
+  double cached_before =
+      -1;  ///< fraction of the workload's file bytes in the page cache before any run; -1 unknown
+  std::string fs_type;          ///< of the first file's folder
+  bool memory_fs = false;       ///< tmpfs/ramfs: the data lives in memory, no device behind it
+  bool o_direct = true;         ///< the filesystem supports O_DIRECT
+  std::uint32_t dio_align = 0;  ///< O_DIRECT offset alignment (0: unknown or none)
+  std::vector<Throttle> throttles;
+  std::vector<Link> links;
+  unsigned numa_nodes = 1;
+  int device_numa_node = -1;  ///< NUMA node of the disk (or GPU) behind the path; -1 unknown
+  bool iommu = false;
+  std::string iommu_cmdline;
+  double memory_gib_s = 0;  ///< measured memcpy bandwidth of one thread (0: not measured)
+  double h2d_gib_s =
+      0;  ///< measured pinned host-to-device copy bandwidth (GPU types; 0: not measured)
+};
+
+struct Finding {
+  Cause cause = Cause::device_limit;
+  std::string evidence;        ///< what was seen or measured
+  std::string recommendation;  ///< the concrete change
+  /// The throughput after the change: measured where a probe ran it, estimated where `measured`
+  /// is false; none where it cannot be told (a limit whose removal was not tried).
+  std::optional<double> expected_gib_s;
+  bool measured = true;
+};
+
+struct Diagnosis {
+  double achieved_gib_s = 0;
+  double ceiling_gib_s = 0;        ///< the best throughput measured on this path (any probe)
+  bool near_ceiling = false;       ///< achieved is within 15% of the ceiling
+  std::string summary;             ///< one line
+  std::vector<Finding> findings;   ///< ranked, most recovered first
+  std::vector<std::string> notes;  ///< facts seen that do not explain the gap
+};
+
+/// Noise margin: a variant must beat the baseline by this factor to count as a finding.
+inline constexpr double significant_gain = 1.2;
+/// Achieved at or above this fraction of the ceiling is "near the ceiling".
+inline constexpr double near_ceiling_fraction = 0.85;
+
+/// Judges the evidence: pure, no I/O. Findings rank as: a binding cgroup limit first (nothing
+/// else can beat it), then a warm page cache (the figure is not the device's), then measured and
+/// estimated gains by size, changes that alter a random workload's access pattern (larger
+/// blocks) after the ones that keep it, and causes with no measured gain last.
+[[nodiscard]] Diagnosis diagnose(const Evidence& e);
+
+struct Options {
+  bench::Workload workload;
+  double budget_s = 60;  ///< for the whole run, probes and facts together
+  /// Called as each stage starts: its name and the fraction of the budget used so far.
+  std::function<void(std::string_view stage, double used)> progress;
+};
+
+struct Report {
+  Evidence evidence;
+  Diagnosis diagnosis;
+  double budget_s = 0;
+  double elapsed_s = 0;
+  std::vector<std::string> skipped;  ///< probes left out, with why ("numa: single NUMA node")
+};
+
+/// Gathers the evidence (runs the workload and its variants, reads the platform facts) within
+/// the budget, then diagnoses it. Bad workloads throw usage Errors, as bench::run_workload does.
+[[nodiscard]] Report run(const Options& opts);
+
+/// The report as `sluice doctor --json` prints it, and as human text.
+[[nodiscard]] std::string to_json(const Report& r);
+[[nodiscard]] std::string to_text(const Report& r);
+
+/// Fraction (0..1) of the bytes of `files` in the page cache (mincore); -1 when none could be
+/// mapped (missing or empty files).
+[[nodiscard]] double cached_fraction(const std::vector<std::string>& files);
+/// Drops the clean page cache of `files` (fsync, then fadvise DONTNEED); never the whole system's.
+void drop_file_cache(const std::vector<std::string>& files);
+/// The cgroup (v1 blkio.throttle.* or v2 io.max) limits on this process's cgroup and its
+/// ancestors for any of the devices `devnos` ("major:minor").
+[[nodiscard]] std::vector<Throttle> cgroup_throttles(const std::vector<std::string>& devnos);
+/// Bandwidth in GiB/s of a PCIe link from sysfs strings ("8.0 GT/s PCIe", "4"); 0 if unparsable.
+[[nodiscard]] double pcie_gib_s(std::string_view speed, std::string_view width);
+
+}  // namespace sluice::doctor
