@@ -12,7 +12,7 @@ PREFIX ?= /usr/local
 DEB_PACKAGES := build-essential cmake pkg-config g++ clang clang-format clang-tidy \
   liburing-dev libfmt-dev libcli11-dev nlohmann-json3-dev libhwloc-dev libxxhash-dev \
   libgtest-dev libgmock-dev libbenchmark-dev fio e2fsprogs util-linux python3 \
-  libclang-rt-14-dev python3-numpy
+  libclang-rt-14-dev python3-numpy openmpi-bin libopenmpi-dev
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 

@@ -144,6 +144,12 @@ struct RunResult {
   std::vector<Sample> samples;
   std::vector<std::uint64_t> covered;  ///< writes: bytes of each thread's region written
   std::string error;           ///< non-empty: failed mid-run; the figures cover what ran
+  double start_unix = 0;       ///< wall-clock start of the measured phase (s since the epoch)
+  double end_unix = 0;         ///< wall-clock end (start_unix + seconds): windows across processes
+  /// Stopped from outside (RunHooks::poll: a stonewall): bytes moved and seconds elapsed at the
+  /// moment of the stop; the figures above also count the transfers in flight then.
+  std::optional<std::uint64_t> stopped_bytes;
+  double stopped_s = 0;
 
   [[nodiscard]] double gib_per_s() const noexcept;
   [[nodiscard]] double gb_per_s() const noexcept;
@@ -163,15 +169,26 @@ struct Progress {
 };
 using ProgressFn = std::function<void(const Progress&)>;
 
+/// What a run does in step with other processes (sluice bench under MPI): a barrier just
+/// before the measured phase starts (after files are laid out and devices opened), and a poll
+/// every ~10 ms while it runs that can stop every thread (a stonewall).
+struct RunHooks {
+  std::function<void()> at_start;
+  /// Called with the bytes moved so far; true stops the run (recorded in stopped_bytes).
+  std::function<bool(std::uint64_t bytes)> poll;
+};
+
 /// Runs one workload. Files to read that do not exist (or are short) are laid out first when
 /// `size` is given, with the verification pattern. Bad workloads and set-up failures throw
 /// (usage Errors for bad arguments); a failure during the run does not: it stops every thread
 /// and returns what was measured so far with `error` set. A --verify write returns its write
 /// result; run_plan adds the read-back.
 [[nodiscard]] RunResult run_workload(const Workload& w, const ProgressFn& progress = {});
+/// The same, with hooks (a warm-up runs them too, so every process makes the same calls).
+[[nodiscard]] RunResult run_workload(const Workload& w, const ProgressFn& progress, const RunHooks& hooks);
 /// The read-back of a --verify write: reads the range the write covered and checks it.
 [[nodiscard]] RunResult verify_written(const Workload& w, const RunResult& write,
-                                       const ProgressFn& progress = {});
+                                       const ProgressFn& progress = {}, const RunHooks& hooks = {});
 
 struct Plan {
   Workload workload;
@@ -183,9 +200,20 @@ struct Plan {
 
 /// Runs every (block size, round, transfer type), rounds interleaved across types. Calls
 /// on_result after each run (and its read-back). Stops at the first run that failed mid-run.
+/// What run_plan does in step with other processes (see RunHooks).
+struct PlanHooks {
+  /// Before each run ("run") and read-back ("verify"): may change the workload (--rotate reads
+  /// another process's files).
+  std::function<void(Workload&, const std::string& phase)> before_run;
+  /// After each run, before on_result: may replace the result (by the aggregate over processes);
+  /// false stops the plan, as a failed run does.
+  std::function<bool(RunResult&)> after_run;
+  RunHooks run;
+};
+
 std::vector<RunResult> run_plan(const Plan& plan,
                                 const std::function<void(const RunResult&)>& on_result = {},
-                                const ProgressFn& progress = {});
+                                const ProgressFn& progress = {}, const PlanHooks& hooks = {});
 
 /// Medians over the rounds of each (block size, transfer type), with ratios to the first type.
 struct Summary {

@@ -48,7 +48,7 @@ std::string drop_caches(const std::vector<std::string>& files) {
 }
 
 std::vector<RunResult> run_plan(const Plan& plan, const std::function<void(const RunResult&)>& on_result,
-                                const ProgressFn& progress) {
+                                const ProgressFn& progress, const PlanHooks& hooks) {
   validate(plan.workload);
   const std::vector<std::uint64_t> sizes =
       plan.block_sizes.empty() ? std::vector<std::uint64_t>{plan.workload.block_size} : plan.block_sizes;
@@ -56,9 +56,11 @@ std::vector<RunResult> run_plan(const Plan& plan, const std::function<void(const
       plan.xfers.empty() ? std::vector<XferType>{plan.workload.xfer} : plan.xfers;
   std::vector<RunResult> runs;
   auto emit = [&](RunResult r) {
+    // The hook decides for every process alike (a failure on one stops them all).
+    const bool go_on = hooks.after_run ? hooks.after_run(r) : r.error.empty();
     runs.push_back(std::move(r));
     if (on_result) on_result(runs.back());
-    return runs.back().error.empty();
+    return go_on && runs.back().error.empty();
   };
   for (const std::uint64_t bs : sizes) {
     for (unsigned round = 1; round <= std::max(1U, plan.repeat); ++round) {
@@ -66,15 +68,17 @@ std::vector<RunResult> run_plan(const Plan& plan, const std::function<void(const
         Workload w = plan.workload;
         w.block_size = bs;
         w.xfer = x;
+        if (hooks.before_run) hooks.before_run(w, "run");
         if (plan.drop_caches) (void)drop_caches(plan_files(w));
-        RunResult r = run_workload(w, progress);
+        RunResult r = run_workload(w, progress, hooks.run);
         r.round = round;
-        const bool ok = r.error.empty();
         RunResult written = r;
         if (!emit(std::move(r))) return runs;
-        if (ok && w.verify && (w.rw == RwMode::write || w.rw == RwMode::randwrite)) {
-          if (plan.drop_caches) (void)drop_caches(plan_files(w));
-          if (!emit(verify_written(w, written, progress))) return runs;
+        if (w.verify && (w.rw == RwMode::write || w.rw == RwMode::randwrite)) {
+          Workload v = w;
+          if (hooks.before_run) hooks.before_run(v, "verify");
+          if (plan.drop_caches) (void)drop_caches(plan_files(v));
+          if (!emit(verify_written(v, written, progress, hooks.run))) return runs;
         }
       }
     }

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -244,7 +245,14 @@ double seconds_of(const timeval& tv) {
   return static_cast<double>(tv.tv_sec) + static_cast<double>(tv.tv_usec) / 1e6;
 }
 
-RunResult run_once(const Workload& w, const ProgressFn& progress, const std::vector<Region>* regions_override) {
+double realtime_s() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
+}
+
+RunResult run_once(const Workload& w, const ProgressFn& progress, const std::vector<Region>* regions_override,
+                   const RunHooks& hooks) {
   validate(w);
   Layout layout = plan_layout(w);
   if (regions_override != nullptr) layout.regions = *regions_override;
@@ -300,9 +308,12 @@ RunResult run_once(const Workload& w, const ProgressFn& progress, const std::vec
   std::vector<std::uint64_t> ended(w.threads, 0);  // each thread's last completion
   std::atomic<unsigned> finished{0};
 
+  // Everything is laid out and open: the other processes' runs start with this one.
+  if (hooks.at_start) hooks.at_start();
   rusage ru0{};
   getrusage(RUSAGE_SELF, &ru0);
   const std::uint64_t t0 = detail::now_ns();
+  res.start_unix = realtime_s();
   if (w.time_s > 0) shared.deadline_ns = t0 + static_cast<std::uint64_t>(w.time_s * 1e9);
   std::vector<std::thread> threads;
   const bool engine = detail::engine_mode(w);
@@ -333,6 +344,11 @@ RunResult run_once(const Workload& w, const ProgressFn& progress, const std::vec
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
     const std::uint64_t now = detail::now_ns();
     if (shared.past_deadline(now)) shared.stop.store(true);
+    if (hooks.poll && !res.stopped_bytes && hooks.poll(shared.bytes.load())) {
+      res.stopped_bytes = shared.bytes.load();
+      res.stopped_s = static_cast<double>(detail::now_ns() - t0) / 1e9;
+      shared.stop.store(true);
+    }
     if (w.time_s > 0 && now >= next_sample) {
       const std::uint64_t b = shared.bytes.load(), n = shared.ios.load();
       const double dt = static_cast<double>(now - last_t) / 1e9;
@@ -368,6 +384,7 @@ RunResult run_once(const Workload& w, const ProgressFn& progress, const std::vec
   detail::ThreadOutcome all;
   for (const auto& o : outs) all.merge(o);
   res.seconds = static_cast<double>(t1 - t0) / 1e9;
+  res.end_unix = res.start_unix + res.seconds;
   res.cpu_user_s = seconds_of(ru1.ru_utime) - seconds_of(ru0.ru_utime);
   res.cpu_sys_s = seconds_of(ru1.ru_stime) - seconds_of(ru0.ru_stime);
   res.bytes = all.reads.bytes + all.writes.bytes;
@@ -403,23 +420,28 @@ RunResult run_once(const Workload& w, const ProgressFn& progress, const std::vec
 
 }  // namespace
 
-RunResult run_workload(const Workload& w, const ProgressFn& progress) {
+RunResult run_workload(const Workload& w, const ProgressFn& progress) { return run_workload(w, progress, {}); }
+
+RunResult run_workload(const Workload& w, const ProgressFn& progress, const RunHooks& hooks) {
   validate(w);
   if (w.warmup_s > 0) {
     Workload warm = w;
     warm.time_s = w.warmup_s;
     warm.warmup_s = 0;
     warm.verify = false;
-    RunResult r = run_once(warm, {}, nullptr);
+    RunResult r = run_once(warm, {}, nullptr, {.at_start = hooks.at_start, .poll = {}});
     if (!r.error.empty()) {
       r.phase = "warmup";
+      // The other processes start their measured run: meet them there, so the calls match.
+      if (hooks.at_start) hooks.at_start();
       return r;
     }
   }
-  return run_once(w, progress, nullptr);
+  return run_once(w, progress, nullptr, hooks);
 }
 
-RunResult verify_written(const Workload& w, const RunResult& write, const ProgressFn& progress) {
+RunResult verify_written(const Workload& w, const RunResult& write, const ProgressFn& progress,
+                         const RunHooks& hooks) {
   Workload v = w;
   v.rw = RwMode::read;
   v.time_s = 0;
@@ -431,7 +453,7 @@ RunResult verify_written(const Workload& w, const RunResult& write, const Progre
   for (std::size_t t = 0; t < regions.size() && t < write.covered.size(); ++t) {
     regions[t].hi = regions[t].lo + round_down(write.covered[t], w.block_size);
   }
-  RunResult r = run_once(v, progress, &regions);
+  RunResult r = run_once(v, progress, &regions, hooks);
   r.phase = "verify";
   r.round = write.round;
   return r;

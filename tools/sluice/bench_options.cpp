@@ -116,7 +116,8 @@ void write_file(const std::string& path, const std::string& text, const char* op
 }
 
 void add_workload_options(CLI::App* c, BenchArgs& a) {
-  c->add_option("--file,-f", a.files, "file(s) to use: one shared by the threads, or several (thread t uses file t mod n)")
+  c->add_option("--file,-f", a.files, "file(s) to use: one shared by the threads, or several (thread t uses file t mod n); "
+                                      "{rank}, {local_rank}, {host} expand per MPI rank")
       ->delimiter(',');
   c->add_option("--dir,-D", a.dir, "directory for one file per thread (sluice-bench.<t>); must exist");
   c->add_option("--size,-s", a.size, "bytes of each file to use (default: the file from --offset); "
@@ -170,6 +171,15 @@ void add_output_options(CLI::App* c, BenchArgs& a) {
   c->add_option("--replay", a.replay, "rerun the benchmark a --json report describes");
   c->add_flag("--gdsio-output", a.gdsio_output, "also print gdsio's one-line result per run");
   c->add_flag("--print-plan", a.print_plan, "print the resolved plan as JSON and exit");
+}
+
+void add_mpi_options(CLI::App* c, BenchArgs& a) {
+  c->add_flag("--rotate", a.rotate,
+              "MPI: each rank reads the files of rank (r + ranks on its host) mod N, written by another "
+              "rank (on another host where there are several); --file/--dir need {rank}");
+  c->add_option("--stonewall", a.stonewall,
+                "MPI: every rank stops this long (10, 10s, 2m) after the common start of a phase; the "
+                "report gives the stonewalled and the completed figures");
 }
 
 }  // namespace sluice::cli

@@ -50,12 +50,16 @@ struct BenchArgs {
   unsigned submit_batch = 0;
   unsigned reap_batch = 0;
   bool huge_pages = true;
+  bool rotate = false;        // MPI: read the files another rank wrote
+  std::string stonewall;      // MPI: stop every rank this long after the common start
 };
 
 /// The workload options: files, sizes, pattern, threads, queue depth, transfer type, device...
 void add_workload_options(CLI::App* c, BenchArgs& a);
 /// The output and plan options of `sluice bench`: --json, --csv, --compare, --replay, ...
 void add_output_options(CLI::App* c, BenchArgs& a);
+/// The options of a run across the ranks of a job (sluice bench): --rotate, --stonewall.
+void add_mpi_options(CLI::App* c, BenchArgs& a);
 /// Checks the options and builds the plan; throws UsageError / a usage Error on bad input.
 [[nodiscard]] bench::Plan make_plan(const BenchArgs& a);
 /// "10", "10s", "2m", "1h" as seconds; throws UsageError naming `option`.

@@ -3,6 +3,7 @@
 // the table, gdsio lines, JSON and CSV. All logic lives in the library (sluice/bench.hpp).
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -14,8 +15,13 @@
 #include "cli_util.hpp"
 #include "commands.hpp"
 #include "sluice/bench.hpp"
+#include "sluice/bench_cluster.hpp"
 #include "sluice/bench_report.hpp"
+#include "sluice/cluster.hpp"
 #include "sluice/error.hpp"
+#ifdef SLUICE_WITH_MPI
+#include "sluice/mpi.hpp"
+#endif
 
 namespace sluice::cli {
 namespace {
@@ -28,12 +34,110 @@ std::string read_text(const std::string& path) {
   return ss.str();
 }
 
+// The job's communicator: MPI under an MPI launcher with more than one process, else one
+// process. Fails where the environment says several processes but MPI cannot join them.
+std::unique_ptr<Communicator> job_communicator(const ClusterEnv& env) {
+  if (env.world_size <= 1) return make_single_communicator();
+  if (!is_mpi_launcher(env.launcher)) {
+    throw UsageError(fmt::format("the environment says rank {} of {} ({}), but sluice bench needs MPI to run in "
+                                 "step: start it with mpirun or srun", env.rank, env.world_size,
+                                 to_string(env.launcher)));
+  }
+#ifdef SLUICE_WITH_MPI
+  auto comm = make_mpi_communicator();
+  if (comm->size() != env.world_size) {
+    throw UsageError(fmt::format("the launcher ({}) says {} processes but MPI joined {} (srun needs --mpi=pmix "
+                                 "or pmi2 for this MPI)", to_string(env.launcher), env.world_size, comm->size()));
+  }
+  return comm;
+#else
+  throw UsageError(fmt::format("the launcher ({}) started {} processes, but this sluice was built without MPI "
+                               "(SLUICE_WITH_MPI=OFF): rebuild with libopenmpi-dev, or run one process",
+                               to_string(env.launcher), env.world_size));
+#endif
+}
+
+bool wants_cluster(const BenchArgs& a, const bench::Plan& plan, const ClusterEnv& env) {
+  const auto& w = plan.workload;
+  return env.world_size > 1 || a.rotate || !a.stonewall.empty() || has_placeholders(w.dir) ||
+         has_placeholders(w.device) ||
+         std::any_of(w.files.begin(), w.files.end(), [](const std::string& f) { return has_placeholders(f); });
+}
+
+int run_cluster_bench(const BenchArgs& a, const bench::Plan& plan, const ClusterEnv& env) {
+  std::unique_ptr<Communicator> comm = job_communicator(env);
+  bench::ClusterOptions options;
+  options.rotate = a.rotate;
+  if (!a.stonewall.empty()) {
+    options.stonewall_s = parse_seconds(a.stonewall, "--stonewall");
+    if (options.stonewall_s <= 0) throw UsageError("--stonewall must be longer than 0");
+  }
+  const bool root = comm->rank() == 0;
+  bool header = true;
+  auto on_phase = [&](const bench::ClusterRun& c) {
+    std::fputs(bench::result_table({c.aggregate}, header).c_str(), stdout);
+    header = false;
+    std::fputs(bench::rank_table(c).c_str(), stdout);
+    if (a.gdsio_output) std::puts(bench::gdsio_line(c.aggregate).c_str());
+    std::fflush(stdout);
+  };
+  std::vector<bench::ClusterRun> runs;
+  std::vector<std::string> hosts;
+  try {
+    runs = bench::run_plan_on_cluster(*comm, env, plan, options, on_phase, {}, &hosts);
+  } catch (const std::exception& e) {
+    if (comm->size() <= 1) throw;
+    // The other ranks wait for this one in a collective call: end the job, naming the rank.
+    const auto* err = dynamic_cast<const Error*>(&e);
+    const bool usage = err != nullptr ? err->domain() == ErrorDomain::usage : dynamic_cast<const UsageError*>(&e) != nullptr;
+    std::fprintf(stderr, "sluice bench: rank %d on %s: error: %s (ending the job)\n", comm->rank(), env.host.c_str(),
+                 e.what());
+    std::fflush(stderr);
+    comm->abort(usage ? exit_usage : exit_failure);
+  }
+  if (root) {
+    const auto summaries = [&] {
+      std::vector<bench::RunResult> agg;
+      for (const auto& c : runs) agg.push_back(c.aggregate);
+      return bench::summarize(agg);
+    }();
+    if (summaries.size() > 1 || (!summaries.empty() && summaries[0].rounds > 1)) {
+      std::printf("\nmedians over %u round(s) of the aggregates:\n", std::max(1U, plan.repeat));
+      std::fputs(bench::summary_table(summaries).c_str(), stdout);
+    }
+    std::vector<std::string> distinct;
+    for (const auto& h : hosts) {
+      if (std::find(distinct.begin(), distinct.end(), h) == distinct.end()) distinct.push_back(h);
+    }
+    const bench::ClusterInfo info{.world_size = comm->size(), .hosts = distinct,
+                                  .launcher = std::string(to_string(env.launcher)), .rotate = options.rotate,
+                                  .stonewall_s = options.stonewall_s};
+    if (!a.json.empty()) write_file(a.json, bench::cluster_report_json(plan, command_line(), runs, info), "--json");
+    if (!a.csv.empty()) write_file(a.csv, bench::cluster_csv(runs), "--csv");
+  }
+  std::string failure;
+  if (root) {
+    for (const auto& c : runs) {
+      if (!c.aggregate.error.empty()) {
+        failure = fmt::format("{} run failed: {}", bench::to_string(c.aggregate.xfer), c.aggregate.error);
+        break;
+      }
+    }
+  }
+  failure = comm->broadcast(failure);
+  if (failure.empty()) return 0;
+  if (root) std::fprintf(stderr, "sluice bench: error: %s\n", failure.c_str());
+  return exit_failure;
+}
+
 int run_bench(const BenchArgs& a) {
   const bench::Plan plan = a.replay.empty() ? make_plan(a) : bench::plan_from_report(read_text(a.replay));
   if (a.print_plan) {
     std::puts(bench::plan_to_json(plan).c_str());
     return 0;
   }
+  const ClusterEnv env = detect_cluster_env();
+  if (wants_cluster(a, plan, env)) return run_cluster_bench(a, plan, env);
   const bool tty = ::isatty(STDERR_FILENO) == 1;
   bool progress_shown = false;
   auto progress = [&](const bench::Progress& p) {
@@ -91,6 +195,7 @@ Runner add_bench_command(CLI::App& app) {
       "bench", "Benchmark storage -> host/GPU transfers (gdsio- and fio-class); accepts gdsio's options");
   add_workload_options(c, *a);
   add_output_options(c, *a);
+  add_mpi_options(c, *a);
   return [a] { return run_bench(*a); };
 }
 

@@ -5,13 +5,19 @@
 
 #include <chrono>
 #include <cstdio>
+#include <memory>
+#include <optional>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "cli_util.hpp"
 #include "commands.hpp"
+#include "sluice/cluster.hpp"
 #include "sluice/load.hpp"
+#ifdef SLUICE_WITH_MPI
+#include "sluice/mpi.hpp"
+#endif
 #include "sluice/units.hpp"
 
 namespace sluice::cli {
@@ -63,9 +69,29 @@ class Progress {
   std::chrono::steady_clock::time_point last_{};
 };
 
+// Under a launcher with several processes and no --rank/--world: MPI when this sluice has it
+// and an MPI launcher started the job (for the aggregate); otherwise nullptr, and each process
+// loads its share and reports only its own figures (torchrun, or a build without MPI).
+std::unique_ptr<Communicator> load_communicator(const ClusterEnv& env) {
+#ifdef SLUICE_WITH_MPI
+  if (is_mpi_launcher(env.launcher)) {
+    auto comm = make_mpi_communicator();
+    if (comm->size() == env.world_size) return comm;
+  }
+#endif
+  (void)env;
+  return nullptr;
+}
+
 int run_load(const LoadArgs& a) {
   LoadOptions o;
   if ((a.rank >= 0) != (a.world >= 0)) throw UsageError("--rank and --world go together");
+  const ClusterEnv env = detect_cluster_env();
+  const bool from_env = a.world < 0 && env.world_size > 1;
+  if (from_env) {
+    o.rank = static_cast<unsigned>(env.rank);
+    o.world = static_cast<unsigned>(env.world_size);
+  }
   if (a.world >= 0) {
     if (a.world < 1) throw UsageError("--world must be at least 1");
     if (a.rank >= a.world) throw UsageError(fmt::format("--rank {} must be below --world {}", a.rank, a.world));
@@ -97,7 +123,7 @@ int run_load(const LoadArgs& a) {
     o.target = LoadTarget::pageable_host;
   }
   if (o.target != LoadTarget::pageable_host || !a.device.empty()) {
-    o.device = open_device(a.device.empty() ? config()->device : a.device);
+    o.device = open_device(expand_placeholders(a.device.empty() ? config()->device : a.device, env));
   }
 
   const Checkpoint cp = Checkpoint::open(a.paths);
@@ -120,10 +146,33 @@ int run_load(const LoadArgs& a) {
 
   std::uint64_t planned = 0;
   for (const TensorInfo* t : plan_load(cp, o).tensors) planned += t->bytes;
-  Progress progress(planned, !a.json && isatty(STDERR_FILENO) != 0);
+  std::unique_ptr<Communicator> comm = from_env ? load_communicator(env) : nullptr;
+  Progress progress(planned, !a.json && isatty(STDERR_FILENO) != 0 && (!comm || comm->rank() == 0));
   o.on_tensor = [&progress](const LoadedTensor& t) { progress.add(t.info->bytes); };
-  const LoadedTensors loaded = load(cp, o);
+  if (comm) comm->barrier();  // every rank starts together: the aggregate's window is honest
+  const double started = unix_now();
+  std::optional<LoadedTensors> loaded_or;
+  try {
+    loaded_or.emplace(load(cp, o));
+  } catch (const std::exception& e) {
+    if (!comm) throw;
+    // The others wait for this rank's figures: end the job, naming the rank.
+    std::fprintf(stderr, "sluice load: rank %d on %s: error: %s (ending the job)\n", env.rank, env.host.c_str(), e.what());
+    std::fflush(stderr);
+    comm->abort(exit_failure);
+  }
+  const LoadedTensors& loaded = *loaded_or;
+  const double ended = unix_now();
   progress.finish();
+  std::optional<SpanAggregate> agg;
+  if (comm) {
+    const auto all = comm->gather(to_wire({.rank = env.rank, .host = env.host, .bytes = loaded.result().bytes,
+                                           .start = started, .end = ended, .error = {}}));
+    if (comm->rank() != 0) return 0;  // rank 0 reports for the job
+    std::vector<RankSpan> spans;
+    for (const auto& s : all) spans.push_back(span_from_wire(s));
+    agg = aggregate_spans(spans);
+  }
 
   const TransferResult& r = loaded.result();
   const double gibps = r.seconds > 0 ? static_cast<double>(r.bytes) / static_cast<double>(GiB) / r.seconds : 0.0;
@@ -143,6 +192,13 @@ int run_load(const LoadArgs& a) {
                               {"reason", r.reason},         {"tensors", loaded.tensors().size()},
                               {"files", cp.layouts().size()}, {"memory", where}, {"ios", r.ios}};
     if (o.world > 1) summary["rank"] = o.rank, summary["world"] = o.world;
+    if (agg) {
+      summary["mpi"] = {{"world_size", agg->ranks},       {"bytes", agg->bytes},
+                        {"seconds", agg->seconds},        {"gib_per_s", agg->gib_per_s},
+                        {"start", agg->start},            {"end", agg->end},
+                        {"slowest_rank", agg->slowest_rank}, {"slowest_host", agg->slowest_host},
+                        {"slowest_gib_per_s", agg->slowest_gib_per_s}};
+    }
     std::printf("%s\n", nlohmann::json{{"tensors", tensors}, {"summary", summary}}.dump().c_str());
     return 0;
   }
@@ -156,6 +212,15 @@ int run_load(const LoadArgs& a) {
               loaded.tensors().size(), format_size(r.bytes).c_str(), cp.layouts().size(), r.seconds, gibps,
               where.c_str(), o.world > 1 ? fmt::format(", rank {} of {}", o.rank, o.world).c_str() : "",
               std::string(to_string(r.path)).c_str(), r.reason.c_str());
+  if (agg) {
+    std::printf("all %d ranks: %s in %.3f s (latest end - earliest start) = %.2f GiB/s; slowest rank %d on %s "
+                "(%.2f GiB/s)\n",
+                agg->ranks, format_size(agg->bytes).c_str(), agg->seconds, agg->gib_per_s, agg->slowest_rank,
+                agg->slowest_host.c_str(), agg->slowest_gib_per_s);
+  } else if (from_env) {
+    std::printf("(rank %d of %d from %s's variables; no MPI here, so no aggregate: each rank reports its share)\n",
+                env.rank, env.world_size, std::string(to_string(env.launcher)).c_str());
+  }
   return 0;
 }
 

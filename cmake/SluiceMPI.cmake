@@ -1,0 +1,21 @@
+# MPI (optional): `sluice bench` and `sluice load` across the processes of an MPI job. Only the
+# small sluice_mpi library (src/cluster/mpi_comm.cpp) links MPI; libsluice does not, and the CLI
+# links sluice_mpi when it exists. The portable kit stays glibc-only, hence off there by default.
+find_package(MPI COMPONENTS C QUIET)
+if(MPI_C_FOUND AND NOT SLUICE_PORTABLE)
+  set(_sluice_mpi_default ON)
+else()
+  set(_sluice_mpi_default OFF)
+endif()
+option(SLUICE_WITH_MPI "Build the MPI communicator (sluice bench/load under mpirun or srun)" ${_sluice_mpi_default})
+if(SLUICE_WITH_MPI)
+  if(NOT MPI_C_FOUND)
+    message(FATAL_ERROR "SLUICE_WITH_MPI is ON but CMake found no MPI (Debian: apt-get install libopenmpi-dev)")
+  endif()
+  add_library(sluice_mpi STATIC ${PROJECT_SOURCE_DIR}/src/cluster/mpi_comm.cpp)
+  target_compile_definitions(sluice_mpi PRIVATE OMPI_SKIP_MPICXX=1 MPICH_SKIP_MPICXX=1)
+  target_link_libraries(sluice_mpi PUBLIC sluice::sluice PRIVATE MPI::MPI_C ${SLUICE_FMT} sluice_warnings)
+  message(STATUS "sluice: MPI ${MPI_C_VERSION} (${MPI_C_LIB_NAMES}): sluice bench/load run under mpirun")
+else()
+  message(STATUS "sluice: without MPI (SLUICE_WITH_MPI=OFF): sluice bench runs one process")
+endif()

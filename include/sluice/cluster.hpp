@@ -1,0 +1,111 @@
+// Where this process sits in a parallel job, and how it talks to the others. The rank, local
+// rank and world size come from the launcher's environment (mpirun, srun, torchrun...), so a
+// command splits its work without flags; a Communicator carries the few collective operations
+// `sluice bench` and `sluice load` need (barrier, gather to rank 0, broadcast). libsluice never
+// links MPI: the MPI communicator lives in sluice_mpi (include/sluice/mpi.hpp), which only the
+// CLI links, and a job of one process uses the single-process communicator. docs/mpi.md.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace sluice {
+
+/// Which launcher's variables the position came from.
+enum class Launcher : std::uint8_t { none, openmpi, pmix, pmi, slurm, torchrun };
+[[nodiscard]] std::string_view to_string(Launcher l) noexcept;
+/// Launchers that start an MPI job: a process may call MPI_Init and find the others.
+[[nodiscard]] bool is_mpi_launcher(Launcher l) noexcept;
+
+struct ClusterEnv {
+  int rank = 0;
+  int local_rank = 0;  ///< among the processes on this host (selects the GPU)
+  int world_size = 1;
+  int local_size = 1;  ///< processes on this host (0 when the launcher does not say)
+  Launcher launcher = Launcher::none;
+  std::string host;  ///< this host's name
+};
+
+/// Reads a variable; nullopt when unset. Tests pass a map, the CLI the process environment.
+using EnvLookup = std::function<std::optional<std::string>(const char* name)>;
+
+/// The position from the first launcher whose variables are set, in this order: Open MPI
+/// (OMPI_COMM_WORLD_RANK/SIZE/LOCAL_RANK/LOCAL_SIZE), PMIx (PMIX_RANK with PMI_SIZE or
+/// OMPI_COMM_WORLD_SIZE), PMI/MPICH (PMI_RANK, PMI_SIZE, MPI_LOCALRANKID), Slurm job steps
+/// (SLURM_PROCID, SLURM_STEP_NUM_TASKS or SLURM_NTASKS, SLURM_LOCALID; only inside a step, so a
+/// batch script is not mistaken for rank 0 of N) and torchrun (RANK, WORLD_SIZE, LOCAL_RANK,
+/// LOCAL_WORLD_SIZE). None: rank 0 of 1. A variable that is not a number, or a rank outside the
+/// world, throws a usage Error naming it.
+[[nodiscard]] ClusterEnv detect_cluster_env(const EnvLookup& env);
+/// The same from the process environment, with this host's name.
+[[nodiscard]] ClusterEnv detect_cluster_env();
+/// gethostname(), short of nothing ("" when it fails).
+[[nodiscard]] std::string host_name();
+
+/// Replaces {rank}, {local_rank}, {world_size} and {host} in a path or device spec ("{{" and
+/// "}}" are literal braces). Any other {name} throws a usage Error listing the four.
+[[nodiscard]] std::string expand_placeholders(std::string_view text, const ClusterEnv& where);
+/// Whether the text has a placeholder.
+[[nodiscard]] bool has_placeholders(std::string_view text) noexcept;
+
+/// The NUMA node of a PCI function from sysfs (bus id "0000:17:00.0"), -1 when unknown.
+[[nodiscard]] int pci_numa_node(std::string_view bus_id);
+
+/// One process's share of a job-wide operation (sluice load under MPI): bytes moved between
+/// two wall-clock instants (unix seconds).
+struct RankSpan {
+  int rank = 0;
+  std::string host;
+  std::uint64_t bytes = 0;
+  double start = 0;
+  double end = 0;
+  std::string error;
+};
+/// The spans as one line of text and back (what travels to rank 0).
+[[nodiscard]] std::string to_wire(const RankSpan& s);
+[[nodiscard]] RankSpan span_from_wire(std::string_view text);
+
+/// IOR's aggregate over the ranks: all bytes over (latest end - earliest start), with the
+/// slowest rank (lowest bytes over its own time).
+struct SpanAggregate {
+  int ranks = 0;
+  std::uint64_t bytes = 0;
+  double start = 0, end = 0, seconds = 0;
+  double gib_per_s = 0;
+  int slowest_rank = 0;
+  std::string slowest_host;
+  double slowest_gib_per_s = 0;
+  std::string error;  ///< "rank R on HOST: ..." of the first failed rank
+};
+[[nodiscard]] SpanAggregate aggregate_spans(const std::vector<RankSpan>& spans);
+/// Wall-clock now, unix seconds.
+[[nodiscard]] double unix_now();
+
+/// The collective operations the commands need. Every process of the job must make the same
+/// calls in the same order.
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  [[nodiscard]] virtual int rank() const noexcept = 0;
+  [[nodiscard]] virtual int size() const noexcept = 0;
+  /// "mpi" or "single".
+  [[nodiscard]] virtual std::string_view kind() const noexcept = 0;
+  virtual void barrier() = 0;
+  /// Every process's string, in rank order, at `root`; the others get an empty vector.
+  [[nodiscard]] virtual std::vector<std::string> gather(const std::string& mine, int root = 0) = 0;
+  /// Root's string at every process.
+  [[nodiscard]] virtual std::string broadcast(const std::string& value, int root = 0) = 0;
+  /// Ends every process of the job (after a failure that the others cannot learn of by a
+  /// collective call, e.g. an exception before one). Does not return.
+  [[noreturn]] virtual void abort(int code) = 0;
+};
+
+/// The communicator of a job of one process.
+[[nodiscard]] std::unique_ptr<Communicator> make_single_communicator();
+
+}  // namespace sluice
