@@ -12,9 +12,12 @@ PREFIX ?= /usr/local
 DEB_PACKAGES := build-essential cmake pkg-config g++ clang clang-format clang-tidy \
   liburing-dev libfmt-dev libcli11-dev nlohmann-json3-dev libhwloc-dev libxxhash-dev \
   libgtest-dev libgmock-dev libbenchmark-dev fio e2fsprogs util-linux python3 \
-  libclang-rt-14-dev python3-numpy openmpi-bin libopenmpi-dev
+  libclang-rt-14-dev python3-numpy openmpi-bin libopenmpi-dev chromium
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+# npm fetches the charting library of `sluice report` at build time: Debian's npm package, unless
+# an npm is already there (nodesource's nodejs ships its own and conflicts with Debian's).
+NPM_PACKAGE := $(shell command -v npm >/dev/null 2>&1 || echo npm)
 
 .PHONY: all deps build demo test test-release sanitize sanitize-asan sanitize-tsan fuzz format tidy install bench clean
 
@@ -22,7 +25,7 @@ all: build
 
 # Installs only what is missing, so a second run costs one dpkg query.
 deps:
-	@missing=""; for p in $(DEB_PACKAGES); do \
+	@missing=""; for p in $(DEB_PACKAGES) $(NPM_PACKAGE); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
 	done; \
 	if [ -n "$$missing" ]; then \

@@ -167,6 +167,7 @@ void add_workload_options(CLI::App* c, BenchArgs& a) {
 void add_output_options(CLI::App* c, BenchArgs& a) {
   c->add_option("--json", a.json, "write the full report (config, system, results) to FILE");
   c->add_option("--csv", a.csv, "write one row per result to FILE");
+  c->add_option("--report", a.report, "also write the results as an HTML page to FILE (as sluice report does)");
   c->add_option("--compare", a.compare, "run these types interleaved (a,b,c or all) and print medians and ratios");
   c->add_option("--replay", a.replay, "rerun the benchmark a --json report describes");
   c->add_flag("--gdsio-output", a.gdsio_output, "also print gdsio's one-line result per run");

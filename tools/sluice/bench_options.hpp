@@ -41,6 +41,7 @@ struct BenchArgs {
   int numa_node = -1;
   bool strict = false;
   std::string json;
+  std::string report;         // --report: an HTML page of the results (sluice report)
   std::string csv;
   std::string compare;
   std::string replay;

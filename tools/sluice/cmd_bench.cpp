@@ -17,6 +17,7 @@
 #include "sluice/bench.hpp"
 #include "sluice/bench_cluster.hpp"
 #include "sluice/bench_report.hpp"
+#include "sluice/report.hpp"
 #include "sluice/cluster.hpp"
 #include "sluice/error.hpp"
 #ifdef SLUICE_WITH_MPI
@@ -25,6 +26,13 @@
 
 namespace sluice::cli {
 namespace {
+
+// --report: the page `sluice report` would make of this run's JSON document.
+void write_report(const std::string& out, const std::string& doc) {
+  if (out.empty()) return;
+  report::write_html(out, {{.path = "this run", .label = "this run", .json = doc}});
+  std::fprintf(stderr, "sluice bench: wrote the report %s\n", out.c_str());
+}
 
 std::string read_text(const std::string& path) {
   std::ifstream in(path);
@@ -112,7 +120,11 @@ int run_cluster_bench(const BenchArgs& a, const bench::Plan& plan, const Cluster
     const bench::ClusterInfo info{.world_size = comm->size(), .hosts = distinct,
                                   .launcher = std::string(to_string(env.launcher)), .rotate = options.rotate,
                                   .stonewall_s = options.stonewall_s};
-    if (!a.json.empty()) write_file(a.json, bench::cluster_report_json(plan, command_line(), runs, info), "--json");
+    if (!a.json.empty() || !a.report.empty()) {
+      const std::string doc = bench::cluster_report_json(plan, command_line(), runs, info);
+      if (!a.json.empty()) write_file(a.json, doc, "--json");
+      write_report(a.report, doc);
+    }
     if (!a.csv.empty()) write_file(a.csv, bench::cluster_csv(runs), "--csv");
   }
   std::string failure;
@@ -171,7 +183,11 @@ int run_bench(const BenchArgs& a) {
                 std::max(1U, plan.repeat));
     std::fputs(bench::summary_table(summaries).c_str(), stdout);
   }
-  if (!a.json.empty()) write_file(a.json, bench::report_json(plan, command_line(), runs), "--json");
+  if (!a.json.empty() || !a.report.empty()) {
+    const std::string doc = bench::report_json(plan, command_line(), runs);
+    if (!a.json.empty()) write_file(a.json, doc, "--json");
+    write_report(a.report, doc);
+  }
   if (!a.csv.empty()) {
     std::string csv = bench::csv_header();
     for (const auto& r : runs) csv += bench::csv_row(r);

@@ -16,6 +16,7 @@ Runner add_load_command(CLI::App& app);
 Runner add_check_command(CLI::App& app);
 Runner add_stats_command(CLI::App& app);
 Runner add_doctor_command(CLI::App& app);
+Runner add_report_command(CLI::App& app);
 Runner add_plan_command(CLI::App& app);
 
 }  // namespace sluice::cli

@@ -29,6 +29,7 @@ int main(int argc, char** argv) {
   add(add_check_command);
   add(add_stats_command);
   add(add_doctor_command);
+  add(add_report_command);
   add(add_plan_command);
 
   try {
