@@ -230,6 +230,9 @@ struct Summary {
 };
 [[nodiscard]] std::vector<Summary> summarize(const std::vector<RunResult>& runs);
 
+/// The median of `v` (the mean of the middle two for an even count; 0 when empty).
+[[nodiscard]] double median(std::vector<double> v);
+
 /// Drops the page cache of `files` (all of it as root, else each file's with fadvise); returns
 /// how, for the record.
 std::string drop_caches(const std::vector<std::string>& files);

@@ -91,6 +91,7 @@ struct ClusterInfo {
   std::string launcher;
   bool rotate = false;
   double stonewall_s = 0;
+  bool stonewall_first_done = false;
 };
 /// The bench report (report_json) over the aggregates, each result with an "mpi" object and a
 /// top-level "mpi" (docs/mpi.md lists the fields).
@@ -101,6 +102,7 @@ struct ClusterInfo {
 struct ClusterOptions {
   bool rotate = false;     ///< reads go to rank (r + shift) % N's files
   double stonewall_s = 0;  ///< > 0: every rank stops this long after the common start
+  bool stonewall_first_done = false;  ///< every rank stops when the first one finishes
 };
 
 /// The placeholders of the plan's files, --dir and device expanded for `where`.

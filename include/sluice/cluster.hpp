@@ -100,6 +100,15 @@ class Communicator {
   [[nodiscard]] virtual std::vector<std::string> gather(const std::string& mine, int root = 0) = 0;
   /// Root's string at every process.
   [[nodiscard]] virtual std::string broadcast(const std::string& value, int root = 0) = 0;
+  /// The first-done signal (--stonewall first): a one-shot flag any process raises when it
+  /// finishes a phase, which every other process polls while its own phase runs. arm_done()
+  /// before the phase (a second call before settle_done() does nothing); raise_done() from a
+  /// process that finished on its own; done_raised() polls (from the thread that called MPI);
+  /// settle_done(), a collective after the phase, consumes every signal sent.
+  virtual void arm_done() {}
+  virtual void raise_done() {}
+  [[nodiscard]] virtual bool done_raised() { return false; }
+  virtual void settle_done() {}
   /// Ends every process of the job (after a failure that the others cannot learn of by a
   /// collective call, e.g. an exception before one). Does not return.
   [[noreturn]] virtual void abort(int code) = 0;

@@ -32,13 +32,6 @@ DirectionStats direction_from(const json& j) {
   return d;
 }
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 double gibps(std::uint64_t bytes, double s) {
   return s > 0 ? static_cast<double>(bytes) / static_cast<double>(GiB) / s : 0.0;
 }
@@ -293,7 +286,8 @@ std::string cluster_report_json(const Plan& plan, std::string_view command,
                 {"hosts", info.hosts},
                 {"launcher", info.launcher},
                 {"rotate", info.rotate},
-                {"stonewall_s", info.stonewall_s > 0 ? json(info.stonewall_s) : json(nullptr)}};
+                {"stonewall_s", info.stonewall_s > 0 ? json(info.stonewall_s) : json(nullptr)},
+                {"stonewall_first_done", info.stonewall_first_done}};
   for (std::size_t i = 0; i < runs.size(); ++i) {
     const ClusterRun& c = runs[i];
     json ranks = json::array();

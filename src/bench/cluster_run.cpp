@@ -97,8 +97,23 @@ std::vector<ClusterRun> run_plan_on_cluster(Communicator& comm, const ClusterEnv
   if (options.stonewall_s > 0) {
     const auto limit = static_cast<std::uint64_t>(options.stonewall_s * 1e9);
     hooks.run.poll = [&, limit](std::uint64_t) { return detail::now_ns() - started >= limit; };
+  } else if (options.stonewall_first_done) {
+    // Armed before the barrier, so no rank can finish before every receive is posted.
+    hooks.run.at_start = [&] {
+      comm.arm_done();
+      comm.barrier();
+      started = detail::now_ns();
+    };
+    hooks.run.poll = [&](std::uint64_t) { return comm.done_raised(); };
   }
+  const std::string stonewall_mode = options.stonewall_s > 0        ? "deadline"
+                                     : options.stonewall_first_done ? "first_done"
+                                                                    : "";
   hooks.after_run = [&](RunResult& r) {
+    if (options.stonewall_first_done) {
+      if (!r.stopped_bytes) comm.raise_done();  // finished on its own: the others stop
+      comm.settle_done();
+    }
     RankRun rr{.rank = where.rank,
                .host = where.host,
                .local_rank = where.local_rank,
@@ -110,7 +125,7 @@ std::vector<ClusterRun> run_plan_on_cluster(Communicator& comm, const ClusterEnv
       std::vector<RankRun> runs;
       runs.reserve(all.size());
       for (const auto& s : all) runs.push_back(rank_run_from_wire(s));
-      ClusterRun c = aggregate_ranks(runs, options.stonewall_s > 0 ? "deadline" : "");
+      ClusterRun c = aggregate_ranks(runs, stonewall_mode);
       verdict = c.aggregate.error;
       out.push_back(std::move(c));
       if (on_phase) on_phase(out.back());

@@ -14,13 +14,6 @@
 namespace sluice::bench {
 namespace {
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 std::vector<std::string> plan_files(const Workload& w) {
   if (!w.dir.empty()) {
     std::vector<std::string> out;
@@ -31,6 +24,13 @@ std::vector<std::string> plan_files(const Workload& w) {
 }
 
 }  // namespace
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
 
 std::string drop_caches(const std::vector<std::string>& files) {
   ::sync();

@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 #include <numeric>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -69,14 +70,67 @@ class MpiCommunicator final : public Communicator {
     return out;
   }
 
+  void arm_done() override {
+    if (done_recv_ != MPI_REQUEST_NULL) return;
+    MPI_Irecv(&done_buf_, 1, MPI_INT, MPI_ANY_SOURCE, done_tag, MPI_COMM_WORLD, &done_recv_);
+  }
+
+  void raise_done() override {
+    if (!done_sends_.empty()) return;
+    for (int r = 0; r < size_; ++r) {
+      if (r == rank_) continue;
+      done_sends_.push_back(MPI_REQUEST_NULL);
+      MPI_Isend(&rank_, 1, MPI_INT, r, done_tag, MPI_COMM_WORLD, &done_sends_.back());
+    }
+    if (done_sends_.empty()) done_sends_.push_back(MPI_REQUEST_NULL);  // one process: still "sent"
+  }
+
+  bool done_raised() override {
+    if (done_recv_ == MPI_REQUEST_NULL) return false;
+    int flag = 0;
+    MPI_Test(&done_recv_, &flag, MPI_STATUS_IGNORE);  // completes (and nulls) the request
+    done_seen_ = done_seen_ || flag != 0;
+    return done_seen_;
+  }
+
+  // Every process that raised sent one message to each other one: receive exactly those, so
+  // none is left to be matched by the next phase's receive.
+  void settle_done() override {
+    const int mine = done_sends_.empty() ? 0 : 1;
+    int senders = 0;
+    MPI_Allreduce(&mine, &senders, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    int expected = senders - mine;
+    if (done_recv_ != MPI_REQUEST_NULL) {
+      if (expected == 0) {
+        MPI_Cancel(&done_recv_);
+      } else {
+        --expected;
+      }
+      MPI_Wait(&done_recv_, MPI_STATUS_IGNORE);
+    } else if (done_seen_) {
+      --expected;
+    }
+    for (; expected > 0; --expected) {
+      MPI_Recv(&done_buf_, 1, MPI_INT, MPI_ANY_SOURCE, done_tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    }
+    MPI_Waitall(static_cast<int>(done_sends_.size()), done_sends_.data(), MPI_STATUSES_IGNORE);
+    done_sends_.clear();
+    done_seen_ = false;
+  }
+
   [[noreturn]] void abort(int code) override {
     MPI_Abort(MPI_COMM_WORLD, code);
     std::_Exit(code);
   }
 
  private:
+  static constexpr int done_tag = 7001;
   int rank_ = 0;
   int size_ = 1;
+  MPI_Request done_recv_ = MPI_REQUEST_NULL;
+  int done_buf_ = 0;
+  bool done_seen_ = false;
+  std::vector<MPI_Request> done_sends_;
   bool owned_ = false;
 };
 

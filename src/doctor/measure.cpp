@@ -144,6 +144,15 @@ void fill_platform(Evidence& e, const std::vector<std::string>& files) {
   e.numa_nodes = detail::numa_nodes();
   e.iommu = cr.platform.iommu;
   e.iommu_cmdline = cr.platform.iommu_cmdline;
+  auto add_link = [&](std::string what, const check::PciLink& l) {
+    e.links.push_back({.what = std::move(what),
+                       .speed = l.speed,
+                       .width = l.width,
+                       .max_speed = l.max_speed,
+                       .max_width = l.max_width,
+                       .gib_s = pcie_gib_s(l.speed, l.width),
+                       .max_gib_s = pcie_gib_s(l.max_speed, l.max_width)});
+  };
   std::vector<std::string> devnos;
   if (const std::string d = detail::devno_of_file(target); !d.empty()) devnos.push_back(d);
   if (!cr.paths.empty()) {
@@ -155,28 +164,14 @@ void fill_platform(Evidence& e, const std::vector<std::string>& files) {
     for (const auto& bd : p.block_devices) {
       if (!bd.devno.empty()) devnos.push_back(bd.devno);
       if (!bd.pci) continue;
-      const check::PciLink& l = *bd.pci;
-      e.links.push_back({.what = fmt::format("{} ({})", bd.name, l.address),
-                         .speed = l.speed,
-                         .width = l.width,
-                         .max_speed = l.max_speed,
-                         .max_width = l.max_width,
-                         .gib_s = pcie_gib_s(l.speed, l.width),
-                         .max_gib_s = pcie_gib_s(l.max_speed, l.max_width)});
-      if (e.device_numa_node < 0) e.device_numa_node = l.numa_node;
+      add_link(fmt::format("{} ({})", bd.name, bd.pci->address), *bd.pci);
+      if (e.device_numa_node < 0) e.device_numa_node = bd.pci->numa_node;
     }
   }
   if (bench::uses_gpu(w.xfer)) {
     for (const auto& g : cr.gpus) {
       if (!g.pci) continue;
-      const check::PciLink& l = *g.pci;
-      e.links.push_back({.what = fmt::format("GPU {} ({})", g.name, l.address),
-                         .speed = l.speed,
-                         .width = l.width,
-                         .max_speed = l.max_speed,
-                         .max_width = l.max_width,
-                         .gib_s = pcie_gib_s(l.speed, l.width),
-                         .max_gib_s = pcie_gib_s(l.max_speed, l.max_width)});
+      add_link(fmt::format("GPU {} ({})", g.name, g.pci->address), *g.pci);
     }
   }
   std::sort(devnos.begin(), devnos.end());

@@ -93,13 +93,6 @@ Row parse_row(const Source& s, const json& r) {
   return row;
 }
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 // Every round's histogram merged; percentiles of the merged one are exact where averaging the
 // rounds' percentiles would not be. Falls back to the first round's latency_us.
 Latency case_latency(const Case& c) {
@@ -238,10 +231,10 @@ Model build_model(const std::vector<Input>& inputs) {
       g.push_back(r->gib_per_s);
       iops.push_back(r->iops);
     }
-    c.median = median(g);
+    c.median = bench::median(g);
     c.min = *std::min_element(g.begin(), g.end());
     c.max = *std::max_element(g.begin(), g.end());
-    c.iops_median = median(iops);
+    c.iops_median = bench::median(iops);
     c.latency = case_latency(c);
   }
   return m;

@@ -142,6 +142,35 @@ TEST_F(MpiBench, StonewallStopsEveryRank) {
   EXPECT_NE(r.out.find("stonewall (deadline)"), std::string::npos) << r.out;
 }
 
+TEST_F(MpiBench, StonewallFirstStopsEveryRankWhenTheFirstFinishes) {
+  // Rank 0 has 2 MiB to read, rank 1 has 64 MiB; the simulated GPU copies at 40 MB/s, so rank 1
+  // alone would take ~1.7 s. With --stonewall first it stops soon after rank 0 is done.
+  test::write_file(dir_->file("f.0"), test::random_bytes(2 * MiB, 1));
+  test::write_file(dir_->file("f.1"), test::random_bytes(64 * MiB, 2));
+  const auto r = mpirun(2,
+                        fmt::format("--file {} --bs 1M --xfer cpu-async-gpu --device sim "
+                                    "--stonewall first --repeat 2 --json {}",
+                                    file("f.{rank}"), file("r.json")),
+                        "-x SLUICE_SIM_H2D_GBPS=0.04");
+  ASSERT_EQ(r.rc, 0) << r.out << r.err;
+  const json doc = report();
+  EXPECT_EQ(doc["mpi"]["stonewall_first_done"], true);
+  ASSERT_EQ(doc["results"].size(), 2U) << "two rounds: no signal leaks into the next phase";
+  for (const json& result : doc["results"]) {
+    const json m = result["mpi"];
+    ASSERT_TRUE(m["stonewall"].is_object()) << m.dump();
+    EXPECT_EQ(m["stonewall"]["mode"], "first_done");
+    for (const json& k : m["ranks"]) {
+      if (k["rank"] == 0) {
+        EXPECT_EQ(k["bytes"].get<std::uint64_t>(), 2 * MiB) << "the first rank finishes";
+      } else {
+        EXPECT_LT(k["bytes"].get<std::uint64_t>(), 64 * MiB) << "rank 1 was not stopped";
+      }
+    }
+  }
+  EXPECT_NE(r.out.find("stonewall (first_done)"), std::string::npos) << r.out;
+}
+
 TEST_F(MpiBench, RankThatCannotStartEndsTheJob) {
   test::write_file(dir_->file("f.0"), test::random_bytes(MiB, 1));  // f.1 is missing, no --size
   const auto r = mpirun(2, fmt::format("--file {} --bs 64K --rw read", file("f.{rank}")));

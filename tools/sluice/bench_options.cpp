@@ -179,8 +179,9 @@ void add_mpi_options(CLI::App* c, BenchArgs& a) {
               "MPI: each rank reads the files of rank (r + ranks on its host) mod N, written by another "
               "rank (on another host where there are several); --file/--dir need {rank}");
   c->add_option("--stonewall", a.stonewall,
-                "MPI: every rank stops this long (10, 10s, 2m) after the common start of a phase; the "
-                "report gives the stonewalled and the completed figures");
+                "MPI: every rank stops this long (10, 10s, 2m) after the common start of a phase, or "
+                "'first': when the first rank finishes; the report gives the stonewalled and the "
+                "completed figures");
 }
 
 }  // namespace sluice::cli

@@ -76,9 +76,11 @@ int run_cluster_bench(const BenchArgs& a, const bench::Plan& plan, const Cluster
   std::unique_ptr<Communicator> comm = job_communicator(env);
   bench::ClusterOptions options;
   options.rotate = a.rotate;
-  if (!a.stonewall.empty()) {
+  if (a.stonewall == "first") {
+    options.stonewall_first_done = true;
+  } else if (!a.stonewall.empty()) {
     options.stonewall_s = parse_seconds(a.stonewall, "--stonewall");
-    if (options.stonewall_s <= 0) throw UsageError("--stonewall must be longer than 0");
+    if (options.stonewall_s <= 0) throw UsageError("--stonewall must be longer than 0, or 'first'");
   }
   const bool root = comm->rank() == 0;
   bool header = true;
@@ -119,7 +121,8 @@ int run_cluster_bench(const BenchArgs& a, const bench::Plan& plan, const Cluster
     }
     const bench::ClusterInfo info{.world_size = comm->size(), .hosts = distinct,
                                   .launcher = std::string(to_string(env.launcher)), .rotate = options.rotate,
-                                  .stonewall_s = options.stonewall_s};
+                                  .stonewall_s = options.stonewall_s,
+                                  .stonewall_first_done = options.stonewall_first_done};
     if (!a.json.empty() || !a.report.empty()) {
       const std::string doc = bench::cluster_report_json(plan, command_line(), runs, info);
       if (!a.json.empty()) write_file(a.json, doc, "--json");
