@@ -85,7 +85,6 @@ void add_path(SharedStats& s, Path p, Direction d, std::uint64_t bytes, std::uin
   const auto di = static_cast<std::size_t>(d);
   add(s.paths[pi][di], bytes, ios, ns, error);
   s.latency[pi][di].buckets[LatencyHistogram::index_of(ns)].fetch_add(1, relaxed);
-  s.updated_unix_ns.store(unix_ns(), relaxed);
 }
 
 void add_target(SharedStats& s, std::string_view device, std::string_view fs, Direction d,
@@ -157,7 +156,11 @@ Stats::~Stats() = default;
 void Stats::record(Path p, Direction d, std::uint64_t bytes, std::uint64_t ios, std::uint64_t ns,
                    bool error) noexcept {
   detail::add_path(*local_, p, d, bytes, ios, ns, error);
-  if (shared_ != nullptr) detail::add_path(*shared_, p, d, bytes, ios, ns, error);
+  if (shared_ != nullptr) {
+    detail::add_path(*shared_, p, d, bytes, ios, ns, error);
+    // Only readers of the segment look at the time of the last update: no clock read otherwise.
+    shared_->updated_unix_ns.store(detail::unix_ns(), detail::relaxed);
+  }
 }
 
 void Stats::record_target(std::string_view device, std::string_view fs, Direction d,

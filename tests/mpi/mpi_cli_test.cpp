@@ -5,10 +5,12 @@
 // rank killed with SIGKILL, end the job with an error within seconds. Skips when this sluice was
 // built without MPI or mpirun is missing.
 #include <gtest/gtest.h>
+
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 
 #include <fmt/format.h>
@@ -247,6 +249,20 @@ TEST(TorchrunBench, SeveralProcessesWithoutMpiIsAUsageError) {
                                     "env RANK=0 WORLD_SIZE=2 LOCAL_RANK=0");
   EXPECT_EQ(r.rc, 2) << r.out << r.err;
   EXPECT_NE(r.err.find("mpirun or srun"), std::string::npos) << r.err;
+}
+
+TEST(StonewallOption, BadValuesAreUsageErrorsThatWriteNothing) {
+  test::TempDir dir("/var/tmp", "sluice-mpi-");
+  test::CleanSluiceEnv clean;
+  for (const char* bad : {"0", "firs", "-3s"}) {
+    const auto r = test::run_captured(
+        SLUICE_CLI_PATH, fmt::format("bench --file x --size 1M --stonewall {} --json r.json", bad),
+        dir.path());
+    EXPECT_EQ(r.rc, 2) << bad << ": " << r.out << r.err;
+    EXPECT_NE(r.err.find("--stonewall"), std::string::npos) << r.err;
+    EXPECT_FALSE(std::filesystem::exists(dir.file("x"))) << "no file laid out for a bad option";
+    EXPECT_FALSE(std::filesystem::exists(dir.file("r.json")));
+  }
 }
 
 }  // namespace
