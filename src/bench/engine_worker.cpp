@@ -13,17 +13,16 @@
 // of a refill waits for the dispatch of the whole refill; in fio's a ready completion is
 // collected only after the submissions of those collected before it. At high depth the same
 // device then gives another median (docs/bench.md, "Comparing with fio").
-#include <sys/mman.h>
 #include <sys/uio.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <span>
 #include <vector>
 
 #include <fmt/format.h>
 
 #include "sluice/error.hpp"
+#include "sluice/host_memory.hpp"
 #include "worker.hpp"
 
 namespace sluice::bench::detail {
@@ -35,8 +34,19 @@ struct Slot {
   std::uint64_t start_ns = 0;
 };
 
-struct AlignedFree {
-  void operator()(std::byte* p) const noexcept { std::free(p); }
+// The thread's I/O buffers: map_host_memory's fresh mapping, unmapped at the end.
+class Buffers {
+ public:
+  Buffers(std::size_t bytes, bool huge)
+      : bytes_(bytes), p_(static_cast<std::byte*>(map_host_memory(bytes, huge))) {}
+  Buffers(const Buffers&) = delete;
+  Buffers& operator=(const Buffers&) = delete;
+  ~Buffers() { unmap_host_memory(p_, bytes_); }
+  [[nodiscard]] std::byte* get() const noexcept { return p_; }
+
+ private:
+  std::size_t bytes_;
+  std::byte* p_;
 };
 
 }  // namespace
@@ -59,23 +69,20 @@ void run_engine_thread(const ThreadJob& job, ThreadOutcome& out) {
   // Transparent huge pages where the system allows them: a 1 MiB O_DIRECT request then maps to
   // a few physically contiguous segments instead of 256 pages, which devices that pay per
   // scatter-gather segment (virtio-blk: 254 segments a request) reward. --no-hugepages keeps
-  // 4 KiB pages, as fio's default malloc'd buffers have.
-  constexpr std::size_t huge = 2 * MiB;
-  const std::size_t align = w.huge_pages ? huge : 4096;
-  const std::size_t bytes = round_up(stride * w.iodepth, align);
-  void* raw = nullptr;
-  if (posix_memalign(&raw, align, bytes) != 0) {
-    throw_os_error(ENOMEM, {.op = "bench"}, fmt::format("cannot allocate {} of I/O buffers", format_size(bytes)));
-  }
-  (void)::madvise(raw, bytes, w.huge_pages ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
-  std::unique_ptr<std::byte, AlignedFree> mem(static_cast<std::byte*>(raw));
+  // 4 KiB pages, as fio's default malloc'd buffers have. A fresh mapping, not the heap: after
+  // an earlier run in this process (doctor's probes, --compare, sweeps) the heap hands back
+  // pages already faulted in as 4 KiB pages, which read 64 KiB blocks at a quarter of the speed.
+  // Whole 2 MiB pages when huge, even for one 4 KiB block.
+  const std::size_t bytes =
+      static_cast<std::size_t>(round_up(stride * w.iodepth, w.huge_pages ? 2 * MiB : 4096));
+  const Buffers mem(bytes, w.huge_pages);
 
   std::unique_ptr<IoEngine> engine = make_engine(resolve_engine(job.cfg->engine), w.iodepth);
-  // Registered before the first touch, as fio --fixedbufs does: the kernel then faults the
-  // pages in one tight loop, and on a busy machine they come out far more physically contiguous
-  // than pages faulted one by one from user space while other processes allocate (1 MiB reads
-  // at depth 32 into 4 KiB pages on a busy virtio-blk VM: median 0.76 against 0.38 GiB/s over
-  // 4 interleaved rounds).
+  // The pages were faulted in by the kernel in one tight loop (map_host_memory populates the
+  // mapping, as fio --fixedbufs's registration of untouched memory does): on a busy machine they
+  // come out far more physically contiguous than pages faulted one by one from user space while
+  // other processes allocate (1 MiB reads at depth 32 into 4 KiB pages on a busy virtio-blk VM:
+  // median 0.76 against 0.38 GiB/s over 4 interleaved rounds).
   const iovec iov{mem.get(), bytes};
   const bool fixed_buf = engine->register_buffers({&iov, 1});
   const int slot_fd = engine->register_file(fd);

@@ -22,10 +22,10 @@ std::size_t mapped_size(std::size_t bytes) {
 
 }  // namespace
 
-void* map_host_memory(std::size_t bytes) {
+void* map_host_memory(std::size_t bytes, bool huge_pages) {
   const std::size_t size = mapped_size(bytes);
   // Over-map by one huge page and trim, so the region starts on a 2 MiB boundary.
-  const std::size_t span = size >= huge ? size + huge : size;
+  const std::size_t span = huge_pages && size >= huge ? size + huge : size;
   void* raw = ::mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (raw == MAP_FAILED) {
     throw_os_error(errno, {.op = "mmap"}, fmt::format("cannot map {} of host memory", format_size(bytes)));
@@ -39,6 +39,8 @@ void* map_host_memory(std::size_t bytes) {
     if (tail > 0) ::munmap(p + lead + size, tail);
     p += lead;
     (void)::madvise(p, size, MADV_HUGEPAGE);  // advice only: fine if THP is off
+  } else if (!huge_pages) {
+    (void)::madvise(p, size, MADV_NOHUGEPAGE);  // even where THP is "always"
   }
   // Populate now (cheaper in one call than fault by fault, and outside any timed I/O); kernels
   // before 5.14 lack MADV_POPULATE_WRITE, so touch the pages instead.

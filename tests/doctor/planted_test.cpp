@@ -3,12 +3,15 @@
 // compares the doctor's own measurements against each other, never against absolute speeds, so
 // a noisy shared machine changes the figures but not the finding. The throttled case needs root,
 // loop devices and a cgroup (v1 blkio or v2 io) it may create; it skips without them.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <thread>
@@ -52,13 +55,18 @@ class Planted : public ::testing::Test {
     }
   }
 
-  // A 64 MiB file of random bytes in a disk folder, written through to the disk.
+  // A 64 MiB file of random bytes in a disk folder, written through to the disk: while its pages
+  // are dirty, an O_DIRECT read first waits for the writeback of its range, so the probes would
+  // measure the kernel's flush, whenever it happens to run.
   std::string disk_file() {
     auto root = test::folder_root(test::Folder::disk);
     if (!root) return {};
     disk_ = std::make_unique<test::TempDir>(*root, "sluice-doctor-");
     const std::string f = disk_->file("data");
     test::write_file(f, test::random_bytes(file_size, 11));
+    const int fd = ::open(f.c_str(), O_RDONLY | O_CLOEXEC);
+    EXPECT_TRUE(fd >= 0 && ::fsync(fd) == 0) << f << ": " << std::strerror(errno);
+    if (fd >= 0) ::close(fd);
     return f;
   }
 

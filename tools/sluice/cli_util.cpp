@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "sluice/error.hpp"
+#include "sluice/host_memory.hpp"
 #include "sluice/units.hpp"
 
 namespace sluice::cli {
@@ -76,11 +77,8 @@ TransferTarget TransferTarget::from_args(const std::string& device, const std::s
 }
 
 PieceBuffer::PieceBuffer(const TransferTarget& target, std::size_t size) : device_(target.device) {
-  void* p = nullptr;
-  if (posix_memalign(&p, 4096, std::max<std::size_t>(size, 4096)) != 0) {
-    throw_os_error(ENOMEM, {.op = "alloc"}, fmt::format("cannot allocate {} of host memory", format_size(size)));
-  }
-  host_ = static_cast<std::byte*>(p);
+  host_ = static_cast<std::byte*>(map_host_memory(std::max<std::size_t>(size, 4096)));
+  host_size_ = std::max<std::size_t>(size, 4096);
   if (device_ && !(target.options.path && *target.options.path == Path::host)) {
     target_ = static_cast<std::byte*>(device_->alloc(std::max<std::size_t>(size, 4096)));
   }
@@ -88,7 +86,7 @@ PieceBuffer::PieceBuffer(const TransferTarget& target, std::size_t size) : devic
 
 PieceBuffer::~PieceBuffer() {
   if (target_ != nullptr) device_->free(target_);
-  std::free(host_);
+  unmap_host_memory(host_, host_size_);
 }
 
 const std::byte* PieceBuffer::download(std::size_t n) {

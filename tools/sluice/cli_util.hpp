@@ -46,8 +46,8 @@ struct TransferTarget {
 class PieceBuffer {
  public:
   PieceBuffer(const TransferTarget& target, std::size_t size);
-  PieceBuffer(PieceBuffer&&) noexcept = default;
-  PieceBuffer& operator=(PieceBuffer&&) noexcept = default;
+  PieceBuffer(const PieceBuffer&) = delete;  // owns raw memory: neither copied nor moved
+  PieceBuffer& operator=(const PieceBuffer&) = delete;
   ~PieceBuffer();
   /// The memory sluice reads into / writes from.
   [[nodiscard]] void* data() const noexcept { return target_ != nullptr ? target_ : host_; }
@@ -60,7 +60,8 @@ class PieceBuffer {
 
  private:
   std::shared_ptr<Device> device_;
-  std::byte* host_ = nullptr;    // 4096-aligned host memory
+  std::byte* host_ = nullptr;    // map_host_memory: 2 MiB aligned, huge pages where the kernel allows
+  std::size_t host_size_ = 0;
   std::byte* target_ = nullptr;  // device memory, or null for host targets
 };
 
