@@ -21,7 +21,9 @@
 #               --time T --json FILE
 # Latency: sluice's per-I/O latency runs from prepare() to the reaped completion, so it includes
 # the submitting io_uring_enter; its like-for-like peer is fio's total latency (lat, with
-# --lat_percentiles=1). fio's clat (submission done to completion) is printed for reference.
+# --lat_percentiles=1). Completion latency (from the submitting syscall's return to the reaped
+# completion) is compared too: fio's clat against sluice's clat_us, which sluice measures when it
+# submits in syscalls of its own (--submit-batch, the fio shape below).
 # Loop shape (--shape): the latency percentiles depend on how completions are collected and
 # requests submitted, so both sides run the same loop:
 #   fio      (default) fio's defaults: one completion per wait (iodepth_batch_complete_max=1),
@@ -191,7 +193,10 @@ for line in open(sys.argv[1]):
     else:
         r = d["results"][0]
         m = dict(bw=r["gib_per_s"], iops=r["iops"], p50=r["latency_us"]["p50"], p99=r["latency_us"]["p99"])
-        m["cp50"], m["cp99"] = m["p50"], m["p99"]
+        # sluice's clat exists where it submits in syscalls of its own (--shape fio); in the
+        # batched shape one syscall submits and waits, so there is no clat to compare with.
+        c = r.get("clat_us")
+        m["cp50"], m["cp99"] = (c["p50"], c["p99"]) if c else (float("nan"), float("nan"))
     rows.setdefault(case, {}).setdefault(tool, []).append(m)
 out = []
 print(f"{'case (rw:bs:qd)':<18} {'metric':<7} {'fio median':>11} {'sluice median':>14} {'ratio':>7} {'paired':>7}   per-round fio | sluice")
@@ -200,6 +205,8 @@ for case, t in rows.items():
                        ("cp50", "p50 clat"), ("cp99", "p99 clat")):
         f = [m[key] for m in t["fio"]]
         s = [m[key] for m in t["sluice"]]
+        if any(v != v for v in s):  # NaN: sluice measured no clat in this shape
+            continue
         fm, sm = statistics.median(f), statistics.median(s)
         ratio = sm / fm if fm else float("nan")
         # Each sluice run over the fio run just before it: robust to drift between rounds.
@@ -212,8 +219,9 @@ for case, t in rows.items():
 print(f"loop shape {sys.argv[3]}; buffers: {'2 MiB pages' if sys.argv[4] == '1' else '4 KiB pages'} on both sides")
 print("ratio = sluice median / fio median; paired = median of the per-round ratios")
 print("(throughput, IOPS: higher is better; latency: lower is better)")
-print("p50/p99 us: fio's total latency (lat, submission syscall included: sluice measures from prepare()")
-print("to the reaped completion, which includes it); p50/p99 clat: fio's completion latency, for reference")
+print("p50/p99 us: total latency (fio's lat; sluice from prepare() to the reaped completion), submission")
+print("syscall included; p50/p99 clat: completion latency, from the submitting syscall's return (fio's clat,")
+print("sluice's clat_us: measured with --submit-batch, so only in the fio shape)")
 if sys.argv[2]:
     json.dump({"shape": sys.argv[3], "hugepages": sys.argv[4] == "1", "rows": out},
               open(sys.argv[2], "w"), indent=2)

@@ -132,6 +132,10 @@ struct RunResult {
   double cpu_user_s = 0;
   double cpu_sys_s = 0;
   LatencyHistogram latency;    ///< nanoseconds per transfer, submission to completion
+  /// fio's completion latency (clat): from the return of the syscall that submitted the request
+  /// to its completion being reaped. Measured only by cpu-only runs on io_uring that submit in
+  /// syscalls of their own (Workload::submit_batch > 0); empty (count() == 0) otherwise.
+  LatencyHistogram clat;
   DirectionStats reads;        ///< the reads alone (all of the run for read modes)
   DirectionStats writes;       ///< the writes alone
   std::string path;            ///< the path most bytes took

@@ -62,6 +62,7 @@ std::string rank_run_to_wire(const RankRun& rr) {
             {"cpu_user_s", r.cpu_user_s},
             {"cpu_sys_s", r.cpu_sys_s},
             {"hist", json::parse(r.latency.to_json())},
+            {"clat", json::parse(r.clat.to_json())},
             {"reads", direction_wire(r.reads)},
             {"writes", direction_wire(r.writes)},
             {"path", r.path},
@@ -102,6 +103,7 @@ RankRun rank_run_from_wire(std::string_view text) {
     r.cpu_user_s = j.at("cpu_user_s");
     r.cpu_sys_s = j.at("cpu_sys_s");
     r.latency = LatencyHistogram::from_json(j.at("hist").dump());
+    r.clat = LatencyHistogram::from_json(j.at("clat").dump());
     r.reads = direction_from(j.at("reads"));
     r.writes = direction_from(j.at("writes"));
     r.path = j.at("path");
@@ -153,6 +155,7 @@ ClusterRun aggregate_ranks(const std::vector<RankRun>& ranks, const std::string&
     a.cpu_user_s += r.cpu_user_s;
     a.cpu_sys_s += r.cpu_sys_s;
     a.latency.merge(r.latency);
+    a.clat.merge(r.clat);
     a.reads.merge(r.reads);
     a.writes.merge(r.writes);
     a.fell_back = a.fell_back || r.fell_back;

@@ -13,6 +13,12 @@
 // of a refill waits for the dispatch of the whole refill; in fio's a ready completion is
 // collected only after the submissions of those collected before it. At high depth the same
 // device then gives another median (docs/bench.md, "Comparing with fio").
+//
+// Completion latency (fio's clat): from the return of the io_uring_enter that submitted a
+// request to its completion being reaped, leaving out the submitting syscall. Only a loop that
+// submits in syscalls of its own (--submit-batch N, io_uring) has that moment, so only such a
+// run measures it; it then also submits a partial batch on its own before waiting, as fio
+// commits what it has queued before it waits for completions.
 #include <sys/uio.h>
 
 #include <algorithm>
@@ -32,6 +38,7 @@ struct Slot {
   OffsetGen::Op op;
   std::uint64_t done = 0;      // bytes already transferred (a short transfer is continued)
   std::uint64_t start_ns = 0;
+  std::uint64_t submitted_ns = 0;  // the submitting io_uring_enter returned (clat runs only)
 };
 
 // The thread's I/O buffers: map_host_memory's fresh mapping, unmapped at the end.
@@ -95,6 +102,15 @@ void run_engine_thread(const ThreadJob& job, ThreadOutcome& out) {
   std::vector<IoCompletion> done(w.iodepth);
   const std::size_t reap = w.reap_batch > 0 ? std::min<std::size_t>(w.reap_batch, done.size()) : done.size();
   bool exhausted = false;
+  const bool clat = w.submit_batch > 0 && engine->kind() == EngineKind::uring;
+  std::vector<unsigned> unsubmitted;  // prepared, not yet handed to the kernel
+  unsubmitted.reserve(w.iodepth);
+  auto submit_prepared = [&] {
+    (void)engine->submit_and_wait({}, 0);  // submit only: completions wait for the reap
+    const std::uint64_t t = now_ns();
+    for (unsigned i : unsubmitted) slots[i].submitted_ns = t;
+    unsubmitted.clear();
+  };
 
   auto issue = [&](unsigned i) {
     Slot& s = slots[i];
@@ -112,7 +128,6 @@ void run_engine_thread(const ThreadJob& job, ThreadOutcome& out) {
 
   try {
     for (;;) {
-      unsigned prepared = 0;
       while (!free_slots.empty() && !exhausted && !shared.stop.load(std::memory_order_relaxed)) {
         const unsigned i = free_slots.back();
         Slot& s = slots[i];
@@ -127,11 +142,13 @@ void run_engine_thread(const ThreadJob& job, ThreadOutcome& out) {
         }
         s.start_ns = now_ns();
         issue(i);
-        if (w.submit_batch > 0 && ++prepared == w.submit_batch) {
-          (void)engine->submit_and_wait({}, 0);  // submit only: completions wait for the reap
-          prepared = 0;
+        if (w.submit_batch > 0) {
+          unsubmitted.push_back(i);
+          if (unsubmitted.size() == w.submit_batch) submit_prepared();
         }
       }
+      if (clat && !unsubmitted.empty()) submit_prepared();
+      unsubmitted.clear();  // without clat, the wait below submits them
       if (engine->in_flight() == 0) break;
       const std::size_t n = engine->submit_and_wait(std::span(done).first(reap), 1);
       const std::uint64_t t = now_ns();
@@ -145,7 +162,7 @@ void run_engine_thread(const ThreadJob& job, ThreadOutcome& out) {
         if (res < 0) throw Error(ErrorDomain::os, static_cast<int>(-res), ctx);
         if (res == 0) throw Error(ErrorDomain::data, 0, ctx, "unexpected end of file");
         s.done += static_cast<std::uint64_t>(res);
-        if (s.done < s.op.len) {  // short transfer: continue it, the latency keeps running
+        if (s.done < s.op.len) {  // short transfer: continue it, both latencies keep running
           issue(i);
           continue;
         }
@@ -155,6 +172,7 @@ void run_engine_thread(const ThreadJob& job, ThreadOutcome& out) {
           }
         }
         out.count(job, s.op.op, s.op.len, t - s.start_ns);
+        if (clat) out.clat.record(t - s.submitted_ns);
         free_slots.push_back(i);
       }
       if (shared.past_deadline(t)) shared.stop.store(true, std::memory_order_relaxed);

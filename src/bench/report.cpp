@@ -153,6 +153,10 @@ json result_obj(const RunResult& r) {
             {"verified", r.verified},
             {"samples", samples},
             {"error", r.error.empty() ? json(nullptr) : json(r.error)}};
+  if (r.clat.count() > 0) {  // fio's clat, where the run measured it (--submit-batch N)
+    o["clat_us"] = latency_json(r.clat);
+    o["clat_histogram_ns"] = json::parse(r.clat.to_json());
+  }
   // Each direction the mode does, on its own: a mixed run's reads and writes have their own
   // throughput and latency distribution (fio's "read" / "write" sections).
   if (does_reads(r.rw)) o["read"] = direction_json(r, r.reads);
@@ -169,6 +173,13 @@ std::string iso_now() {
   return buf;
 }
 
+// The table's latency columns: mean, p50, p90, p99, p99.9, max in microseconds.
+std::string latency_cells(const LatencyHistogram& h) {
+  return fmt::format("{:>9.1f} {:>9.1f} {:>9.1f} {:>9.1f} {:>9.1f} {:>9.1f}", h.mean() / 1e3,
+                     us(h.value_at_percentile(50)), us(h.value_at_percentile(90)),
+                     us(h.value_at_percentile(99)), us(h.value_at_percentile(99.9)), us(h.max()));
+}
+
 }  // namespace
 
 std::string result_table(const std::vector<RunResult>& runs, bool header) {
@@ -178,26 +189,24 @@ std::string result_table(const std::vector<RunResult>& runs, bool header) {
       "xfer", "rw", "bs", "thr", "qd", "GiB/s", "GB/s", "IOPS", "mean us", "p50", "p90", "p99",
       "p99.9", "max", "CPUs/GiB", "path (reason)");
   for (const RunResult& r : runs) {
-    const auto& h = r.latency;
     std::string name(to_string(r.xfer));
     if (r.phase != "run") name += "/" + r.phase;
-    out += fmt::format(
-        "{:<16} {:<9} {:>6} {:>3} {:>4} {:>8.3f} {:>8.3f} {:>10.0f} {:>9.1f} {:>9.1f} {:>9.1f} {:>9.1f} "
-        "{:>9.1f} {:>9.1f} {:>8.3f}  {} ({})\n",
-        name, to_string(r.rw), size_label(r.block_size), r.threads, r.iodepth, r.gib_per_s(),
-        r.gb_per_s(), r.iops(), h.mean() / 1e3, us(h.value_at_percentile(50)),
-        us(h.value_at_percentile(90)), us(h.value_at_percentile(99)), us(h.value_at_percentile(99.9)),
-        us(h.max()), r.cpu_seconds_per_gib(), r.path.empty() ? "-" : r.path, r.reason);
+    out += fmt::format("{:<16} {:<9} {:>6} {:>3} {:>4} {:>8.3f} {:>8.3f} {:>10.0f} {} {:>8.3f}  {} ({})\n",
+                       name, to_string(r.rw), size_label(r.block_size), r.threads, r.iodepth,
+                       r.gib_per_s(), r.gb_per_s(), r.iops(), latency_cells(r.latency),
+                       r.cpu_seconds_per_gib(), r.path.empty() ? "-" : r.path, r.reason);
+    if (r.clat.count() > 0) {
+      out += fmt::format("{:<16} {:<9} {:>6} {:>3} {:>4} {:>8} {:>8} {:>10} {} {:>8}  {}\n", "  clat", "", "",
+                         "", "", "", "", "", latency_cells(r.clat), "",
+                         "(completion latency: the submitting syscall left out, as fio's clat)");
+    }
     if (mixed(r.rw)) {
       for (const auto* d : {&r.reads, &r.writes}) {
-        const auto& dh = d->latency;
-        out += fmt::format(
-            "{:<16} {:<9} {:>6} {:>3} {:>4} {:>8.3f} {:>8.3f} {:>10.0f} {:>9.1f} {:>9.1f} {:>9.1f} {:>9.1f} "
-            "{:>9.1f} {:>9.1f}\n",
-            d == &r.reads ? "  reads" : "  writes", d == &r.reads ? "read" : "write", "", "", "",
-            r.gib_per_s(*d), r.seconds > 0 ? static_cast<double>(d->bytes) / 1e9 / r.seconds : 0.0,
-            r.iops(*d), dh.mean() / 1e3, us(dh.value_at_percentile(50)), us(dh.value_at_percentile(90)),
-            us(dh.value_at_percentile(99)), us(dh.value_at_percentile(99.9)), us(dh.max()));
+        out += fmt::format("{:<16} {:<9} {:>6} {:>3} {:>4} {:>8.3f} {:>8.3f} {:>10.0f} {}\n",
+                           d == &r.reads ? "  reads" : "  writes", d == &r.reads ? "read" : "write", "",
+                           "", "", r.gib_per_s(*d),
+                           r.seconds > 0 ? static_cast<double>(d->bytes) / 1e9 / r.seconds : 0.0,
+                           r.iops(*d), latency_cells(d->latency));
       }
     }
     if (r.fell_back) {
@@ -243,6 +252,8 @@ std::string csv_header() {
                      "{0}_lat_p99_us,{0}_lat_p999_us,{0}_lat_max_us",
                      d);
   }
+  // fio's clat where the run measured it (--submit-batch N), empty cells otherwise.
+  h += ",clat_mean_us,clat_p50_us,clat_p90_us,clat_p99_us,clat_p999_us,clat_max_us";
   return h + "\n";
 }
 
@@ -252,23 +263,23 @@ std::string csv_row(const RunResult& r) {
     for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
     return q + "\"";
   };
-  const auto& h = r.latency;
-  std::string dirs;
+  // ",mean,p50,p90,p99,p99.9,max" in microseconds.
+  auto latency = [](const LatencyHistogram& h) {
+    return fmt::format(",{:.3f},{:.3f},{:.3f},{:.3f},{:.3f},{:.3f}", h.mean() / 1e3,
+                       us(h.value_at_percentile(50)), us(h.value_at_percentile(90)),
+                       us(h.value_at_percentile(99)), us(h.value_at_percentile(99.9)), us(h.max()));
+  };
+  std::string tail;
   for (const auto* d : {&r.reads, &r.writes}) {
-    const auto& dh = d->latency;
-    dirs += fmt::format(",{},{},{:.6f},{:.1f},{:.3f},{:.3f},{:.3f},{:.3f},{:.3f},{:.3f}", d->bytes, d->ios,
-                        r.gib_per_s(*d), r.iops(*d), dh.mean() / 1e3, us(dh.value_at_percentile(50)),
-                        us(dh.value_at_percentile(90)), us(dh.value_at_percentile(99)),
-                        us(dh.value_at_percentile(99.9)), us(dh.max()));
+    tail += fmt::format(",{},{},{:.6f},{:.1f}{}", d->bytes, d->ios, r.gib_per_s(*d), r.iops(*d),
+                        latency(d->latency));
   }
-  return fmt::format("{},{},{},{},{},{},{},{},{},{},{:.6f},{:.6f},{:.6f},{:.1f},{:.3f},{:.3f},{:.3f},{:.3f},"
-                     "{:.3f},{:.3f},{:.6f},{},{},{},{}{}\n",
+  tail += r.clat.count() > 0 ? latency(r.clat) : std::string(",,,,,,");
+  return fmt::format("{},{},{},{},{},{},{},{},{},{},{:.6f},{:.6f},{:.6f},{:.1f}{},{:.6f},{},{},{},{}{}\n",
                      to_string(r.xfer), r.phase, r.round, to_string(r.rw), r.block_size, r.threads, r.iodepth,
-                     r.memory, r.bytes, r.ios, r.seconds, r.gib_per_s(), r.gb_per_s(), r.iops(), h.mean() / 1e3,
-                     us(h.value_at_percentile(50)), us(h.value_at_percentile(90)),
-                     us(h.value_at_percentile(99)), us(h.value_at_percentile(99.9)), us(h.max()),
-                     r.cpu_seconds_per_gib(), r.path, r.fell_back ? "true" : "false", quote(r.reason),
-                     quote(r.error), dirs);
+                     r.memory, r.bytes, r.ios, r.seconds, r.gib_per_s(), r.gb_per_s(), r.iops(),
+                     latency(r.latency), r.cpu_seconds_per_gib(), r.path, r.fell_back ? "true" : "false",
+                     quote(r.reason), quote(r.error), tail);
 }
 
 std::string plan_to_json(const Plan& plan) { return plan_json(plan).dump(); }

@@ -81,6 +81,7 @@ void Shared::fail(std::string message) {
 
 void ThreadOutcome::merge(const ThreadOutcome& o) {
   latency.merge(o.latency);
+  clat.merge(o.clat);
   reads.merge(o.reads);
   writes.merge(o.writes);
   ios += o.ios;
@@ -390,6 +391,7 @@ RunResult run_once(const Workload& w, const ProgressFn& progress, const std::vec
   res.bytes = all.reads.bytes + all.writes.bytes;
   res.ios = all.ios;
   res.latency = std::move(all.latency);
+  res.clat = std::move(all.clat);
   res.reads = std::move(all.reads);
   res.writes = std::move(all.writes);
   res.error = shared.error;

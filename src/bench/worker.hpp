@@ -91,6 +91,7 @@ struct ThreadJob {
 
 struct ThreadOutcome {
   LatencyHistogram latency;
+  LatencyHistogram clat;  ///< engine threads that submit on their own (RunResult::clat)
   DirectionStats reads;
   DirectionStats writes;
   std::uint64_t ios = 0;

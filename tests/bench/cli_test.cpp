@@ -217,6 +217,45 @@ TEST_F(BenchCli, MixedRunsReportReadsAndWritesApart) {
   EXPECT_EQ(rr.out.find("  writes"), std::string::npos) << rr.out;
 }
 
+// fio's clat: measured where sluice submits in syscalls of its own (--submit-batch), for every
+// transfer, and never longer than the same transfer's total latency (it is the tail of that
+// interval, so every percentile is at most the total's); absent in the default batched loop.
+TEST_F(BenchCli, CompletionLatencyOnlyWhereSubmissionIsItsOwnSyscall) {
+  std::string why;
+  if (!uring_available(&why)) GTEST_SKIP() << "clat is measured on io_uring only: " << why;
+  const std::string report = dir_->file("clat.json"), csv_path = dir_->file("clat.csv");
+  const CliRun r = bench(fmt::format("--file {} --size 2M --block-size 4K --rw randread --iodepth 4 "
+                                     "--submit-batch 3 --reap-batch 1 --json {} --csv {}",
+                                     f(), shell_quote(report), shell_quote(csv_path)));
+  ASSERT_EQ(r.rc, 0) << r.err << r.out;
+  EXPECT_TRUE(std::regex_search(r.out, std::regex(R"(\n  clat +[0-9.]+ +[0-9.]+ )"))) << r.out;
+  const json res = json::parse(test::read_text(report))["results"][0];
+  ASSERT_TRUE(res.contains("clat_us")) << res.dump(1);
+  EXPECT_EQ(res["clat_histogram_ns"]["count"], res["ios"]);
+  EXPECT_EQ(res["ios"], 512);
+  for (const char* k : {"mean", "p50", "p90", "p99", "p999", "max"}) {
+    EXPECT_GT(res["clat_us"][k].get<double>(), 0.0) << k;
+    EXPECT_LE(res["clat_us"][k].get<double>(), res["latency_us"][k].get<double>()) << k;
+  }
+  const std::string csv = test::read_text(csv_path);
+  const auto header = csv_fields(csv.substr(0, csv.find('\n')));
+  const auto row = csv_fields(csv.substr(csv.find('\n') + 1, csv.rfind('\n') - csv.find('\n') - 1));
+  ASSERT_EQ(header.size(), row.size()) << csv;
+  const auto at = std::find(header.begin(), header.end(), "clat_p99_us");
+  ASSERT_NE(at, header.end()) << csv;
+  EXPECT_NEAR(std::stod(row[static_cast<std::size_t>(at - header.begin())]), res["clat_us"]["p99"].get<double>(),
+              0.001);
+
+  // The default loop submits and waits in one syscall: no clat anywhere, empty CSV cells.
+  const CliRun d = bench(fmt::format("--file {} --size 2M --block-size 4K --rw randread --iodepth 4 --json {} --csv {}",
+                                     f(), shell_quote(report), shell_quote(csv_path)));
+  ASSERT_EQ(d.rc, 0) << d.err;
+  EXPECT_FALSE(json::parse(test::read_text(report))["results"][0].contains("clat_us"));
+  EXPECT_EQ(d.out.find("  clat"), std::string::npos) << d.out;
+  const std::string csv2 = test::read_text(csv_path);
+  EXPECT_EQ(csv2.substr(csv2.size() - 7), ",,,,,,\n") << csv2;
+}
+
 TEST_F(BenchCli, LoopShapeAndBufferOptionsReachThePlan) {
   const CliRun d = bench(fmt::format("--print-plan -f {}", f()));
   ASSERT_EQ(d.rc, 0) << d.err;
