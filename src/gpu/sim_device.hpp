@@ -6,6 +6,7 @@
 // function that blocks stalls the host functions of other streams here as it does there.
 #pragma once
 
+#include <chrono>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -70,6 +71,8 @@ class SimDevice final : public Device {
   void release(void* p, MemoryKind kind) noexcept;
   void check_device_range(const void* p, std::size_t bytes, const char* op) const;
   Stream& stream_of(StreamHandle s);
+  void modelled_copy(Engine& engine, Stream& stream, std::chrono::steady_clock::time_point enqueued,
+                     void* dst, const void* src, std::size_t n) const;
 
   DeviceInfo info_;
   SimModel model_;

@@ -495,6 +495,23 @@ TEST(SimModel, LatencyBoundsEachCopyFromBelow) {
   dev->destroy_stream(s);
 }
 
+// The copy engine runs on a modelled timeline (a queued copy starts when its predecessors end in
+// the model, not when a host thread wakes), but a copy still waits for the work before it on its
+// stream: 16 MiB at 1 GB/s queued behind a 30 ms host function end no sooner than 30 + 16.8 ms.
+TEST(SimModel, ACopyStartsOnlyAfterTheWorkBeforeItOnItsStream) {
+  auto dev = std::make_shared<detail::SimDevice>(detail::SimModel{1.0, 10.0});
+  std::vector<std::byte> host(16 * MiB, std::byte{3});
+  DeviceMemory d(dev, host.size());
+  const StreamHandle s = dev->create_stream();
+  const auto t0 = Clock::now();
+  dev->launch_host_func(
+      s, [](void*) { std::this_thread::sleep_for(std::chrono::milliseconds(30)); }, nullptr);
+  dev->copy_to_device_async(d.data(), host.data(), host.size(), s);
+  dev->synchronize(s);
+  EXPECT_GE(seconds_since(t0), 0.95 * (0.030 + static_cast<double>(host.size()) / 1e9));
+  dev->destroy_stream(s);
+}
+
 TEST(SimModel, TracksDeviceAndPinnedBytes) {
   detail::SimDevice dev(detail::SimModel{});
   EXPECT_EQ(dev.device_bytes(), 0U);
