@@ -18,4 +18,20 @@ namespace sluice {
 /// Unmaps memory from map_host_memory; `bytes` as given there.
 void unmap_host_memory(void* p, std::size_t bytes) noexcept;
 
+/// Owns one map_host_memory mapping; unmaps it when destroyed.
+class HostMapping {
+ public:
+  explicit HostMapping(std::size_t bytes, bool huge_pages = true)
+      : bytes_(bytes), p_(static_cast<std::byte*>(map_host_memory(bytes, huge_pages))) {}
+  HostMapping(const HostMapping&) = delete;
+  HostMapping& operator=(const HostMapping&) = delete;
+  ~HostMapping() { unmap_host_memory(p_, bytes_); }
+  [[nodiscard]] std::byte* get() const noexcept { return p_; }
+  [[nodiscard]] std::size_t size() const noexcept { return bytes_; }
+
+ private:
+  std::size_t bytes_;
+  std::byte* p_;
+};
+
 }  // namespace sluice

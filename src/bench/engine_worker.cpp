@@ -41,21 +41,6 @@ struct Slot {
   std::uint64_t submitted_ns = 0;  // the submitting io_uring_enter returned (clat runs only)
 };
 
-// The thread's I/O buffers: map_host_memory's fresh mapping, unmapped at the end.
-class Buffers {
- public:
-  Buffers(std::size_t bytes, bool huge)
-      : bytes_(bytes), p_(static_cast<std::byte*>(map_host_memory(bytes, huge))) {}
-  Buffers(const Buffers&) = delete;
-  Buffers& operator=(const Buffers&) = delete;
-  ~Buffers() { unmap_host_memory(p_, bytes_); }
-  [[nodiscard]] std::byte* get() const noexcept { return p_; }
-
- private:
-  std::size_t bytes_;
-  std::byte* p_;
-};
-
 }  // namespace
 
 void run_engine_thread(const ThreadJob& job, ThreadOutcome& out) {
@@ -82,7 +67,7 @@ void run_engine_thread(const ThreadJob& job, ThreadOutcome& out) {
   // Whole 2 MiB pages when huge, even for one 4 KiB block.
   const std::size_t bytes =
       static_cast<std::size_t>(round_up(stride * w.iodepth, w.huge_pages ? 2 * MiB : 4096));
-  const Buffers mem(bytes, w.huge_pages);
+  const HostMapping mem(bytes, w.huge_pages);
 
   std::unique_ptr<IoEngine> engine = make_engine(resolve_engine(job.cfg->engine), w.iodepth);
   // The pages were faulted in by the kernel in one tight loop (map_host_memory populates the

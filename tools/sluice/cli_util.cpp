@@ -9,7 +9,6 @@
 #include <nlohmann/json.hpp>
 
 #include "sluice/error.hpp"
-#include "sluice/host_memory.hpp"
 #include "sluice/units.hpp"
 
 namespace sluice::cli {
@@ -76,9 +75,8 @@ TransferTarget TransferTarget::from_args(const std::string& device, const std::s
   return t;
 }
 
-PieceBuffer::PieceBuffer(const TransferTarget& target, std::size_t size) : device_(target.device) {
-  host_ = static_cast<std::byte*>(map_host_memory(std::max<std::size_t>(size, 4096)));
-  host_size_ = std::max<std::size_t>(size, 4096);
+PieceBuffer::PieceBuffer(const TransferTarget& target, std::size_t size)
+    : device_(target.device), host_(std::max<std::size_t>(size, 4096)) {
   if (device_ && !(target.options.path && *target.options.path == Path::host)) {
     target_ = static_cast<std::byte*>(device_->alloc(std::max<std::size_t>(size, 4096)));
   }
@@ -86,16 +84,15 @@ PieceBuffer::PieceBuffer(const TransferTarget& target, std::size_t size) : devic
 
 PieceBuffer::~PieceBuffer() {
   if (target_ != nullptr) device_->free(target_);
-  unmap_host_memory(host_, host_size_);
 }
 
 const std::byte* PieceBuffer::download(std::size_t n) {
-  if (target_ != nullptr && n > 0) device_->copy_to_host(host_, target_, n);
-  return host_;
+  if (target_ != nullptr && n > 0) device_->copy_to_host(host_.get(), target_, n);
+  return host_.get();
 }
 
 void PieceBuffer::upload(std::size_t n) {
-  if (target_ != nullptr && n > 0) device_->copy_to_device(target_, host_, n);
+  if (target_ != nullptr && n > 0) device_->copy_to_device(target_, host_.get(), n);
 }
 
 void add_target_options(CLI::App* cmd, std::string& device, std::string& path) {

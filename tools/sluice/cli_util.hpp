@@ -7,6 +7,7 @@
 #include <string>
 
 #include "sluice/device.hpp"
+#include "sluice/host_memory.hpp"
 #include "sluice/transfer.hpp"
 
 namespace sluice::cli {
@@ -50,18 +51,17 @@ class PieceBuffer {
   PieceBuffer& operator=(const PieceBuffer&) = delete;
   ~PieceBuffer();
   /// The memory sluice reads into / writes from.
-  [[nodiscard]] void* data() const noexcept { return target_ != nullptr ? target_ : host_; }
+  [[nodiscard]] void* data() const noexcept { return target_ != nullptr ? target_ : host_.get(); }
   /// Host bytes of the first n bytes of data() (copies them back from the GPU if needed).
   const std::byte* download(std::size_t n);
   /// Host memory to fill before upload().
-  [[nodiscard]] std::byte* host() const noexcept { return host_; }
+  [[nodiscard]] std::byte* host() const noexcept { return host_.get(); }
   /// Makes data() hold the first n bytes of host() (copies them to the GPU if needed).
   void upload(std::size_t n);
 
  private:
   std::shared_ptr<Device> device_;
-  std::byte* host_ = nullptr;    // map_host_memory: 2 MiB aligned, huge pages where the kernel allows
-  std::size_t host_size_ = 0;
+  HostMapping host_;             // 2 MiB aligned, huge pages where the kernel allows
   std::byte* target_ = nullptr;  // device memory, or null for host targets
 };
 
