@@ -1,9 +1,11 @@
 // sluice bench: the gdsio- and fio-class benchmark. Parses two option syntaxes (sluice's long
 // options and gdsio's short ones) into one bench::Plan, runs it through the library and prints
 // the table, gdsio lines, JSON and CSV. All logic lives in the library (sluice/bench.hpp).
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -26,6 +28,30 @@
 
 namespace sluice::cli {
 namespace {
+
+// Ctrl-C (SIGINT) or SIGTERM during a benchmark: the run in progress stops as a stonewall stops
+// it, no further run starts, and what was measured is printed and written as usual (exit 130, as
+// a shell reports an interrupted command). The handler is one-shot: a second signal ends the
+// process at once.
+std::atomic<int> stop_signal{0};
+
+extern "C" void on_stop_signal(int sig) { stop_signal.store(sig); }
+
+void catch_stop_signals() {
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  sa.sa_flags = SA_RESETHAND;
+  sigemptyset(&sa.sa_mask);
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::sigaction(SIGTERM, &sa, nullptr);
+}
+
+bench::PlanHooks stop_on_signal_hooks() {
+  bench::PlanHooks hooks;
+  hooks.run.poll = [](std::uint64_t) { return stop_signal.load() != 0; };
+  hooks.after_run = [](bench::RunResult& r) { return r.error.empty() && stop_signal.load() == 0; };
+  return hooks;
+}
 
 // --report: the page `sluice report` would make of this run's JSON document.
 void write_report(const std::string& out, const std::string& doc) {
@@ -176,7 +202,8 @@ int run_bench(const BenchArgs& a) {
     if (a.gdsio_output) std::puts(bench::gdsio_line(r).c_str());
     std::fflush(stdout);
   };
-  const std::vector<bench::RunResult> runs = bench::run_plan(plan, on_result, progress);
+  catch_stop_signals();
+  const std::vector<bench::RunResult> runs = bench::run_plan(plan, on_result, progress, stop_on_signal_hooks());
   const auto summaries = bench::summarize(runs);
   const bool several = std::any_of(summaries.begin(), summaries.end(),
                                    [](const bench::Summary& s) { return s.rounds > 1; }) ||
@@ -202,6 +229,11 @@ int run_bench(const BenchArgs& a) {
                    std::string(bench::to_string(r.xfer)).c_str(), format_size(r.bytes).c_str(), r.error.c_str());
       return exit_failure;
     }
+  }
+  if (const int sig = stop_signal.load(); sig != 0) {
+    std::fprintf(stderr, "sluice bench: stopped by %s after %zu run(s); the results above are what ran\n",
+                 sig == SIGINT ? "SIGINT" : "SIGTERM", runs.size());
+    return 128 + sig;
   }
   return 0;
 }
