@@ -5,7 +5,9 @@
 
 #include <atomic>
 #include <barrier>
+#include <chrono>
 #include <future>
+#include <iostream>
 #include <random>
 #include <thread>
 
@@ -15,6 +17,7 @@
 #include "sluice/faulty_engine.hpp"
 #include "sluice/file.hpp"
 #include "sluice/staging_pool.hpp"
+#include "sluice/stats.hpp"
 #include "sluice/transfer.hpp"
 #include "sluice/units.hpp"
 #include "support/test_util.hpp"
@@ -244,6 +247,52 @@ TEST_P(Concurrency, EngineFactoryChangesWhileTransfersRun) {
 
 INSTANTIATE_TEST_SUITE_P(Engines, Concurrency, ::testing::Values("uring", "psync"),
                          [](const auto& p) { return p.param; });
+
+
+// Stats read while writers record: for 10 s, four threads record transfers of fixed shape (4 KiB,
+// 2 I/Os, 1 us; writes fail) on two paths, and a reader takes snapshots as fast as it can. Every
+// row of every snapshot must be one consistent set of whole transfers: bytes, I/Os, errors, busy
+// time and the latency count all agree with the transfer count, and no count goes backwards.
+TEST(StatsConcurrency, SnapshotsNeverSplitATransfer) {
+  Stats s;
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> writers;
+  for (unsigned t = 0; t < 4; ++t) {
+    writers.emplace_back([&, t] {
+      std::mt19937 rng(t);
+      while (!stop.load(std::memory_order_relaxed)) {
+        const Path p = rng() % 2 == 0 ? Path::host : Path::bounce;
+        const Direction d = rng() % 2 == 0 ? Direction::read : Direction::write;
+        s.record(p, d, 4096, 2, 1000, d == Direction::write);
+      }
+    });
+  }
+  std::uint64_t snapshots = 0, last_total = 0;
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (std::chrono::steady_clock::now() < end) {
+    const StatsSnapshot snap = s.snapshot();
+    std::uint64_t total = 0;
+    for (const Path p : {Path::host, Path::bounce}) {
+      for (const Direction d : {Direction::read, Direction::write}) {
+        const PathCounters& c = snap.at(p, d);
+        ASSERT_EQ(c.bytes, 4096 * c.ops) << to_string(p) << " after " << snapshots << " snapshots";
+        ASSERT_EQ(c.ios, 2 * c.ops);
+        ASSERT_EQ(c.nanoseconds, 1000 * c.ops);
+        ASSERT_EQ(c.errors, d == Direction::write ? c.ops : 0);
+        ASSERT_EQ(snap.latency_of(p, d).count(), c.ops) << to_string(p) << " after " << snapshots;
+        total += c.ops;
+      }
+    }
+    ASSERT_GE(total, last_total);
+    last_total = total;
+    ++snapshots;
+  }
+  stop.store(true);
+  for (auto& w : writers) w.join();
+  EXPECT_GT(last_total, 0U);
+  EXPECT_GT(snapshots, 10U);
+  std::cout << snapshots << " snapshots of " << last_total << " transfers, all consistent\n";
+}
 
 }  // namespace
 }  // namespace sluice

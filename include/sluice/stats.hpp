@@ -6,8 +6,10 @@
 // Publishing: a process started with SLUICE_STATS=1 also adds every update of the process-wide
 // counters to a shared-memory segment, /dev/shm/sluice-stats.<pid> (a fixed, versioned layout of
 // relaxed atomics), created when the library loads and removed at normal exit. Other processes
-// read it with read_published() (`sluice stats`). Each counter is exact; a snapshot taken while
-// transfers finish may pair a counter with another from a moment earlier.
+// read it with read_published() (`sluice stats`). Each path and direction's counters and latency
+// histogram are read together between updates (a per-row seqlock that never blocks a writer), so
+// a snapshot never shows a transfer without its bytes or its latency; different rows, devices,
+// file systems and fallbacks may be from moments a few microseconds apart.
 #pragma once
 
 #include <array>
@@ -120,7 +122,7 @@ struct PublishedStats {
 };
 
 /// Layout version of the segment; readers refuse another.
-inline constexpr std::uint32_t stats_layout_version = 2;
+inline constexpr std::uint32_t stats_layout_version = 3;
 
 /// The segment's file: "/dev/shm/sluice-stats.<pid>".
 [[nodiscard]] std::string stats_segment_path(int pid);

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <string_view>
 #include <type_traits>
 
@@ -32,6 +33,17 @@ struct SharedLatency {
   std::atomic<std::uint64_t> buckets[LatencyHistogram::bucket_count];
 };
 
+// A path row's update counts, a seqlock for any number of writers: an update adds to `begun`,
+// then to the row's counters and latency bucket, then to `ended`. A reader that loads `ended`,
+// then the row, then `begun`, and finds the two equal read the row with no update in flight, so
+// every transfer it counts has its bytes and its latency (never one without the other).
+// [first_bucket, end_bucket) holds every non-empty latency bucket, so a reader loads a few
+// hundred buckets, not all 4,992, and its window between two updates stays short.
+struct SharedSeq {
+  std::atomic<std::uint64_t> begun{0}, ended{0};
+  std::atomic<std::uint32_t> first_bucket{LatencyHistogram::bucket_count}, end_bucket{0};
+};
+
 struct SharedStats {
   std::uint64_t magic = stats_magic;
   std::uint32_t version = stats_layout_version;
@@ -47,6 +59,7 @@ struct SharedStats {
   SharedKeyed devices[keyed_slots];
   SharedKeyed filesystems[keyed_slots];
   SharedLatency latency[path_count][2] = {};
+  SharedSeq seq[path_count][2];
 };
 static_assert(std::atomic<std::uint64_t>::is_always_lock_free,
               "the segment needs lock-free 64-bit atomics");
@@ -56,8 +69,11 @@ void add_path(SharedStats& s, Path p, Direction d, std::uint64_t bytes, std::uin
               std::uint64_t ns, bool error) noexcept;
 void add_target(SharedStats& s, std::string_view device, std::string_view fs, Direction d,
                 std::uint64_t bytes, std::uint64_t ios, std::uint64_t ns, bool error) noexcept;
-/// Every counter of `s`, as loaded one by one (each exact, not all from one instant).
-StatsSnapshot load(const SharedStats& s);
+/// Every counter of `s`. Each path row (counters and latency of one path and direction) is read
+/// whole between updates, waiting out an update in flight; rows, keyed counters and fallbacks are
+/// read one after another. `give_up` (asked now and then while a row waits) says the writer will
+/// never finish its update (its process died): the row is then read as it stands.
+StatsSnapshot load(const SharedStats& s, const std::function<bool()>& give_up = {});
 void zero(SharedStats& s) noexcept;
 
 /// Creates this process's segment when SLUICE_STATS=1 (null otherwise, or when it cannot be

@@ -7,6 +7,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
+#include <thread>
+#include <vector>
 
 #include "core/shared_stats.hpp"
 
@@ -77,14 +80,53 @@ std::vector<KeyedCounters> load(const SharedKeyed (&slots)[keyed_slots]) {
   return out;
 }
 
+// One path row between updates (see SharedSeq). The window is a dozen loads, so under a flood of
+// transfers a quiet moment comes within a few tries; a writer preempted mid-update holds the row
+// for a time slice, and the reader waits it out (yielding). Only a writer that will never finish
+// (its process died mid-update) makes `give_up` true, and the row is then taken as it stands.
+void load_row(const SharedStats& s, std::size_t p, std::size_t d, PathCounters& counters,
+              LatencyHistogram& latency, const std::function<bool()>& give_up) {
+  const SharedSeq& seq = s.seq[p][d];
+  std::vector<std::uint64_t> counts(LatencyHistogram::bucket_count);
+  std::size_t first = 0, end = 0;
+  for (std::uint64_t attempt = 1;; ++attempt) {
+    const std::uint64_t ended = seq.ended.load(std::memory_order_acquire);
+    counters = load(s.paths[p][d]);
+    first = seq.first_bucket.load(relaxed);
+    end = std::min<std::size_t>(seq.end_bucket.load(relaxed), LatencyHistogram::bucket_count);
+    for (std::size_t i = first; i < end; ++i) counts[i] = s.latency[p][d].buckets[i].load(relaxed);
+    std::atomic_thread_fence(std::memory_order_acquire);  // the row's loads stay before `begun`
+    if (seq.begun.load(relaxed) == ended) break;
+    if (attempt % 64 == 0) {
+      if (give_up && give_up()) break;
+      std::this_thread::yield();
+    }
+  }
+  latency = LatencyHistogram{};
+  for (std::size_t i = first; i < end; ++i) {
+    if (counts[i] != 0) latency.record_n(LatencyHistogram::lowest_in(i), counts[i]);
+  }
+}
+
 }  // namespace
 
 void add_path(SharedStats& s, Path p, Direction d, std::uint64_t bytes, std::uint64_t ios,
               std::uint64_t ns, bool error) noexcept {
   const auto pi = static_cast<std::size_t>(p);
   const auto di = static_cast<std::size_t>(d);
+  const auto bucket = static_cast<std::uint32_t>(LatencyHistogram::index_of(ns));
+  SharedSeq& seq = s.seq[pi][di];
+  seq.begun.fetch_add(1, relaxed);
+  std::atomic_thread_fence(std::memory_order_release);  // the row's adds stay after `begun`
   add(s.paths[pi][di], bytes, ios, ns, error);
-  s.latency[pi][di].buckets[LatencyHistogram::index_of(ns)].fetch_add(1, relaxed);
+  for (auto first = seq.first_bucket.load(relaxed); bucket < first;) {
+    if (seq.first_bucket.compare_exchange_weak(first, bucket, relaxed)) break;
+  }
+  for (auto end = seq.end_bucket.load(relaxed); bucket + 1 > end;) {
+    if (seq.end_bucket.compare_exchange_weak(end, bucket + 1, relaxed)) break;
+  }
+  s.latency[pi][di].buckets[bucket].fetch_add(1, relaxed);
+  seq.ended.fetch_add(1, std::memory_order_release);
 }
 
 void add_target(SharedStats& s, std::string_view device, std::string_view fs, Direction d,
@@ -94,18 +136,10 @@ void add_target(SharedStats& s, std::string_view device, std::string_view fs, Di
   add(slot_for(s.filesystems, fs).dirs[di], bytes, ios, ns, error);
 }
 
-StatsSnapshot load(const SharedStats& s) {
+StatsSnapshot load(const SharedStats& s, const std::function<bool()>& give_up) {
   StatsSnapshot r;
   for (std::size_t p = 0; p < path_count; ++p) {
-    for (std::size_t d = 0; d < 2; ++d) {
-      r.paths[p][d] = load(s.paths[p][d]);
-      const auto& buckets = s.latency[p][d].buckets;
-      for (std::size_t i = 0; i < LatencyHistogram::bucket_count; ++i) {
-        if (const std::uint64_t n = buckets[i].load(relaxed); n != 0) {
-          r.latency[p][d].record_n(LatencyHistogram::lowest_in(i), n);
-        }
-      }
-    }
+    for (std::size_t d = 0; d < 2; ++d) load_row(s, p, d, r.paths[p][d], r.latency[p][d], give_up);
   }
   r.staging_waits = s.staging_waits.load(relaxed);
   for (std::size_t f = 0; f < fallback_count; ++f) r.fallbacks[f] = s.fallbacks[f].load(relaxed);
@@ -121,6 +155,14 @@ void zero(SharedStats& s) noexcept {
   for (auto& row : s.latency) {
     for (auto& h : row) {
       for (auto& b : h.buckets) b.store(0, relaxed);
+    }
+  }
+  for (auto& row : s.seq) {
+    for (auto& q : row) {
+      q.begun.store(0, relaxed);
+      q.ended.store(0, relaxed);
+      q.first_bucket.store(LatencyHistogram::bucket_count, relaxed);
+      q.end_bucket.store(0, relaxed);
     }
   }
   s.staging_waits.store(0, relaxed);
@@ -157,9 +199,11 @@ void Stats::record(Path p, Direction d, std::uint64_t bytes, std::uint64_t ios, 
                    bool error) noexcept {
   detail::add_path(*local_, p, d, bytes, ios, ns, error);
   if (shared_ != nullptr) {
-    detail::add_path(*shared_, p, d, bytes, ios, ns, error);
     // Only readers of the segment look at the time of the last update: no clock read otherwise.
+    // Stamped before the counts it dates (add_path's release fence orders it), so a reader that
+    // loads it after the row never sees counts without a time.
     shared_->updated_unix_ns.store(detail::unix_ns(), detail::relaxed);
+    detail::add_path(*shared_, p, d, bytes, ios, ns, error);
   }
 }
 

@@ -15,7 +15,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <new>
+#include <optional>
+#include <sstream>
 
 #include <fmt/format.h>
 
@@ -56,8 +59,96 @@ std::string label_value(std::string_view v) {
   return out;
 }
 
-bool pid_alive(int pid) {
-  return pid > 0 && (::kill(pid, 0) == 0 || errno == EPERM);
+// When process `pid` started (ns since the epoch), from /proc/<pid>/stat and the boot time in
+// /proc/stat (whole seconds, so within about a second); nullopt when either cannot be read.
+std::optional<std::uint64_t> process_start_unix_ns(int pid) {
+  std::ifstream stat(fmt::format("/proc/{}/stat", pid));
+  std::string line;
+  if (!std::getline(stat, line)) return std::nullopt;
+  const auto paren = line.rfind(')');  // the command name may hold spaces and parentheses
+  if (paren == std::string::npos) return std::nullopt;
+  std::istringstream fields(line.substr(paren + 1));
+  std::string field;
+  for (int i = 3; i <= 22 && (fields >> field); ++i) {  // field 22 is starttime, in clock ticks
+  }
+  std::uint64_t boot_s = 0;
+  std::ifstream proc_stat("/proc/stat");
+  for (std::string key; proc_stat >> key;) {
+    if (key == "btime") {
+      proc_stat >> boot_s;
+      break;
+    }
+  }
+  const long ticks = ::sysconf(_SC_CLK_TCK);
+  if (!fields || boot_s == 0 || ticks <= 0) return std::nullopt;
+  const auto start_ticks = std::strtoull(field.c_str(), nullptr, 10);
+  return boot_s * 1'000'000'000ULL + start_ticks * (1'000'000'000ULL / static_cast<std::uint64_t>(ticks));
+}
+
+// The segment's writer still runs: process `pid` exists and started before the segment was made
+// (a later process that got the same pid is not its writer).
+bool writer_alive(int pid, std::uint64_t segment_start_ns) {
+  if (pid <= 0 || (::kill(pid, 0) != 0 && errno != EPERM)) return false;
+  constexpr std::uint64_t slack_ns = 2'000'000'000;  // the boot time is in whole seconds
+  const auto started = process_start_unix_ns(pid);
+  return !started || *started <= segment_start_ns + slack_ns;
+}
+
+// The uid process `pid` runs as (the owner of /proc/<pid>), or nullopt when it is gone.
+std::optional<uid_t> process_uid(int pid) {
+  struct stat st {};
+  if (::stat(fmt::format("/proc/{}", pid).c_str(), &st) != 0) return std::nullopt;
+  return st.st_uid;
+}
+
+// The pids of the segments under /dev/shm, by name.
+std::vector<int> segment_pids() {
+  std::vector<int> out;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/dev/shm", ec)) {
+    const std::string n = e.path().filename().string();
+    constexpr std::string_view prefix = "sluice-stats.";
+    if (!n.starts_with(prefix)) continue;
+    const std::string digits = n.substr(prefix.size());
+    if (digits.empty() || digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos) continue;
+    out.push_back(std::atoi(digits.c_str()));
+  }
+  return out;
+}
+
+// Removes the segments this user's dead processes left behind (killed by a signal, or replaced
+// by exec), so they do not pile up in /dev/shm. Never another user's.
+void remove_stale_segments() {
+  for (const int pid : segment_pids()) {
+    if (pid == ::getpid()) continue;
+    std::string why;
+    const auto s = read_published(pid, &why);
+    struct stat st {};
+    if (s && !s->alive && ::stat(stats_segment_path(pid).c_str(), &st) == 0 && st.st_uid == ::geteuid()) {
+      ::shm_unlink(shm_name(pid).c_str());
+    }
+  }
+}
+
+// Creates this process's segment exclusively (0644: any user may read the counters, only this
+// process writes them). One left at this pid by this user (an exec'd image, or an earlier process
+// that had the pid) is replaced; one of another user's is left alone and nothing is published.
+int create_segment(const std::string& name) {
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    const int fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0644);
+    if (fd >= 0) {
+      (void)::fchmod(fd, 0644);  // whatever the umask
+      return fd;
+    }
+    if (errno != EEXIST) break;
+    struct stat st {};
+    if (::stat(("/dev/shm" + name).c_str(), &st) != 0 || st.st_uid != ::geteuid()) {
+      errno = EEXIST;
+      break;
+    }
+    ::shm_unlink(name.c_str());
+  }
+  return -1;
 }
 
 }  // namespace
@@ -74,10 +165,11 @@ SharedStats* attach_published_stats() noexcept {
   static Segment segment;
   const int pid = ::getpid();
   const std::string name = shm_name(pid);
-  const int fd = ::shm_open(name.c_str(), O_CREAT | O_RDWR | O_TRUNC | O_CLOEXEC, 0644);
+  remove_stale_segments();
+  const int fd = create_segment(name);
   if (fd < 0) {
-    std::fprintf(stderr, "sluice: SLUICE_STATS=1 but cannot create /dev/shm%s: %s\n", name.c_str(),
-                 std::strerror(errno));
+    std::fprintf(stderr, "sluice: SLUICE_STATS=1 but cannot create /dev/shm%s: %s%s\n", name.c_str(),
+                 std::strerror(errno), errno == EEXIST ? " (it belongs to another user)" : "");
     return nullptr;
   }
   void* p = MAP_FAILED;
@@ -118,13 +210,44 @@ bool stats_published() noexcept {
          ::access(stats_segment_path(::getpid()).c_str(), F_OK) == 0;
 }
 
+namespace {
+
+// Whether a segment owned by `owner` may be believed to be process `pid`'s: written by that
+// process's user (any user's, for a process of this user's), or, once the process is gone, by
+// this user. Anything else may be another user's forgery; it is refused, not shown.
+std::string owner_mismatch(int pid, uid_t owner) {
+  if (owner == ::geteuid()) return {};
+  const auto uid = detail::process_uid(pid);
+  if (uid && *uid == owner) return {};
+  return uid ? fmt::format("{} is owned by uid {}, but process {} runs as uid {}", stats_segment_path(pid), owner,
+                           pid, *uid)
+             : fmt::format("{} is owned by uid {} and process {} is gone", stats_segment_path(pid), owner, pid);
+}
+
+// The checks of a mapped segment's header; empty when it can be read.
+std::string header_mismatch(int pid, const detail::SharedStats& s) {
+  if (s.magic != detail::stats_magic) return fmt::format("{} is not a sluice stats segment", stats_segment_path(pid));
+  if (s.version != stats_layout_version) {
+    return fmt::format("{} has stats layout version {}, this sluice reads version {}", stats_segment_path(pid),
+                       s.version, stats_layout_version);
+  }
+  if (s.size != sizeof(detail::SharedStats)) {
+    return fmt::format("{} says it holds {} bytes, but stats layout version {} is {} bytes", stats_segment_path(pid),
+                       s.size, stats_layout_version, sizeof(detail::SharedStats));
+  }
+  if (s.pid != pid) return fmt::format("{} says it is process {}'s", stats_segment_path(pid), s.pid);
+  return {};
+}
+
+}  // namespace
+
 std::optional<PublishedStats> read_published(int pid, std::string* error) {
   auto fail = [&](std::string why) -> std::optional<PublishedStats> {
     if (error != nullptr) *error = std::move(why);
     return std::nullopt;
   };
   const std::string name = detail::shm_name(pid);
-  const int fd = ::shm_open(name.c_str(), O_RDONLY | O_CLOEXEC, 0);
+  const int fd = ::shm_open(name.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW, 0);
   if (fd < 0) {
     return fail(
         errno == ENOENT
@@ -133,44 +256,45 @@ std::optional<PublishedStats> read_published(int pid, std::string* error) {
             : fmt::format("cannot open {}: {}", stats_segment_path(pid), std::strerror(errno)));
   }
   struct stat st {};
-  if (::fstat(fd, &st) != 0 || static_cast<std::size_t>(st.st_size) < sizeof(detail::SharedStats)) {
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
+      static_cast<std::size_t>(st.st_size) < sizeof(detail::SharedStats)) {
     ::close(fd);
     return fail(fmt::format("{} is too small for stats layout version {}", stats_segment_path(pid),
                             stats_layout_version));
+  }
+  if (std::string why = owner_mismatch(pid, st.st_uid); !why.empty()) {
+    ::close(fd);
+    return fail(std::move(why));
   }
   void* p = ::mmap(nullptr, sizeof(detail::SharedStats), PROT_READ, MAP_SHARED, fd, 0);
   ::close(fd);
   if (p == MAP_FAILED)
     return fail(fmt::format("cannot map {}: {}", stats_segment_path(pid), std::strerror(errno)));
   const auto* s = static_cast<const detail::SharedStats*>(p);
-  if (s->magic != detail::stats_magic || s->version != stats_layout_version ||
-      s->size != sizeof(detail::SharedStats)) {
-    const std::uint32_t v = s->version;
+  if (std::string why = header_mismatch(pid, *s); !why.empty()) {
     ::munmap(p, sizeof(detail::SharedStats));
-    return fail(fmt::format("{} has stats layout version {}, this sluice reads version {}",
-                            stats_segment_path(pid), v, stats_layout_version));
+    return fail(std::move(why));
   }
   PublishedStats r;
   r.pid = s->pid;
-  r.alive = detail::pid_alive(s->pid);
   r.command.assign(s->command, strnlen(s->command, sizeof(s->command)));
   r.start_unix_ns = s->start_unix_ns;
-  r.updated_unix_ns = s->updated_unix_ns.load(std::memory_order_relaxed);
-  r.snapshot = detail::load(*s);
+  r.alive = detail::writer_alive(pid, r.start_unix_ns);
+  // A writer that died mid-update never finishes it; one stopped (SIGSTOP, a debugger) may not
+  // for long: after a second, the row is read as it stands.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  r.snapshot = detail::load(*s, [&] {
+    return std::chrono::steady_clock::now() > deadline || !detail::writer_alive(pid, r.start_unix_ns);
+  });
+  r.updated_unix_ns = s->updated_unix_ns.load(std::memory_order_relaxed);  // after the rows
   ::munmap(p, sizeof(detail::SharedStats));
   return r;
 }
 
 std::vector<PublishedStats> list_published() {
   std::vector<PublishedStats> out;
-  std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator("/dev/shm", ec)) {
-    const std::string n = e.path().filename().string();
-    constexpr std::string_view prefix = "sluice-stats.";
-    if (!n.starts_with(prefix)) continue;
-    const std::string digits = n.substr(prefix.size());
-    if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos) continue;
-    if (auto s = read_published(std::atoi(digits.c_str()))) out.push_back(std::move(*s));
+  for (const int pid : detail::segment_pids()) {
+    if (auto s = read_published(pid)) out.push_back(std::move(*s));
   }
   std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.pid < b.pid; });
   return out;
