@@ -239,6 +239,62 @@ TEST_P(Faults, EioIsAnErrorNamingFileAndRange) {
             before.at(Path::host, Direction::read).errors + 1);
 }
 
+// SLUICE_FAULTS' random faults: soft ones (EAGAIN, EINTR, short transfers, delays) at a high rate
+// leave reads and writes exact; EIO at rate 1 fails the first request, and the log has its line.
+TEST_P(Faults, RandomSoftFaultsLeaveBytesExact) {
+  const std::string log = dir_->file("faults.log");
+  const RandomFaults faults = parse_faults("eagain=0.2,eintr=0.2,short=0.2,delay=0.05:100us,seed=9,log=" + log);
+  factory_ = std::make_unique<test::ScopedEngineFactory>([faults](EngineKind kind, unsigned depth) {
+    return std::make_unique<FaultyEngine>(test::make_inner_engine(kind, depth), faults);
+  });
+  expect_exact_read(0, size_, 0);
+  expect_exact_read(4097, 300 * KiB, 1);
+  expect_exact_write(5000, 100 * KiB + 7, 3, 1);
+  const std::string lines = test::read_text(log);
+  for (const char* kind : {"fault=eagain", "fault=eintr", "fault=short", "fault=delay"}) {
+    EXPECT_TRUE(contains(lines, kind)) << kind << " never drawn:\n" << lines;
+  }
+  EXPECT_FALSE(contains(lines, "fault=eio"));
+}
+
+TEST_P(Faults, RandomEioFailsNamingFileAndRange) {
+  const std::string log = dir_->file("faults.log");
+  const RandomFaults faults = parse_faults("eio=1,log=" + log);
+  factory_ = std::make_unique<test::ScopedEngineFactory>([faults](EngineKind kind, unsigned depth) {
+    return std::make_unique<FaultyEngine>(test::make_inner_engine(kind, depth), faults);
+  });
+  const File f = File::open(path_, OpenMode::read);
+  GuardedBuffer buf(200 * KiB, 0);
+  const auto e = error_of([&] { (void)read(f, buf.data(), 200 * KiB, 8192, test::options_for(cfg_)); });
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->code(), EIO);
+  expect_names_file_and_range(*e, 8192, 200 * KiB);
+  EXPECT_TRUE(contains(test::read_text(log), fmt::format("pid={} fault=eio op=read offset=", ::getpid())));
+}
+
+TEST(FaultSpec, ParsesEveryKeyAndRefusesBadItems) {
+  const RandomFaults f =
+      parse_faults("eio=0.001,enospc=0.002,eagain=0.01,eintr=0.02,short=0.03,delay=0.5:2ms,seed=42,only=write,log=/x");
+  EXPECT_DOUBLE_EQ(f.eio, 0.001);
+  EXPECT_DOUBLE_EQ(f.enospc, 0.002);
+  EXPECT_DOUBLE_EQ(f.eagain, 0.01);
+  EXPECT_DOUBLE_EQ(f.eintr, 0.02);
+  EXPECT_DOUBLE_EQ(f.short_transfer, 0.03);
+  EXPECT_DOUBLE_EQ(f.delay, 0.5);
+  EXPECT_EQ(f.delay_for, std::chrono::milliseconds(2));
+  EXPECT_EQ(f.seed, 42U);
+  EXPECT_EQ(f.only, IoOp::write);
+  EXPECT_EQ(f.log, "/x");
+  EXPECT_EQ(parse_faults("").eio, 0);
+  for (const char* bad : {"eio", "eio=2", "eio=-0.1", "eio=x", "nosuch=1", "delay=0.1:5h", "only=both",
+                          "seed=abc", "eio=0.6,eagain=0.6"}) {
+    const auto e = error_of([&] { (void)parse_faults(bad); });
+    ASSERT_TRUE(e) << bad;
+    EXPECT_EQ(e->domain(), ErrorDomain::usage) << bad;
+    EXPECT_TRUE(contains(e->what(), "SLUICE_FAULTS")) << e->what();
+  }
+}
+
 TEST_P(Faults, EioOnWrite) {
   install({.every = 3, .error = EIO, .only = IoOp::write});
   const File f = File::open(path_, OpenMode::read_write);

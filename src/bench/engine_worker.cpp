@@ -22,6 +22,7 @@
 #include <sys/uio.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <span>
 #include <vector>
 
@@ -39,7 +40,10 @@ struct Slot {
   std::uint64_t done = 0;      // bytes already transferred (a short transfer is continued)
   std::uint64_t start_ns = 0;
   std::uint64_t submitted_ns = 0;  // the submitting io_uring_enter returned (clat runs only)
+  unsigned retries = 0;        // EINTR/EAGAIN completions resubmitted (as the library does)
 };
+
+constexpr unsigned max_retries = 64;
 
 }  // namespace
 
@@ -122,6 +126,7 @@ void run_engine_thread(const ThreadJob& job, ThreadOutcome& out) {
         }
         free_slots.pop_back();
         s.done = 0;
+        s.retries = 0;
         if (w.verify && s.op.op == IoOp::write) {
           fill_pattern(mem.get() + stride * i, s.op.offset, s.op.len, w.seed);
         }
@@ -144,6 +149,10 @@ void run_engine_thread(const ThreadJob& job, ThreadOutcome& out) {
         const ErrorContext ctx{.op = s.op.op == IoOp::read ? "read" : "write", .path = file.path(),
                                .offset = s.op.offset + s.done, .size = s.op.len - s.done,
                                .has_range = true};
+        if ((res == -EINTR || res == -EAGAIN) && s.retries++ < max_retries) {
+          issue(i);  // the kernel asks to try again: the remaining bytes, latency still running
+          continue;
+        }
         if (res < 0) throw Error(ErrorDomain::os, static_cast<int>(-res), ctx);
         if (res == 0) throw Error(ErrorDomain::data, 0, ctx, "unexpected end of file");
         s.done += static_cast<std::uint64_t>(res);

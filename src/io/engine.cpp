@@ -1,12 +1,15 @@
 #include <liburing.h>
 
 #include <atomic>
+#include <cstdlib>
+#include <optional>
 #include <mutex>
 
 #include <fmt/format.h>
 
 #include "psync_engine.hpp"
 #include "sluice/error.hpp"
+#include "sluice/faulty_engine.hpp"
 #include "sluice/io_engine.hpp"
 #include "uring_engine.hpp"
 
@@ -22,6 +25,22 @@ struct CachedEngine {
   unsigned generation = 0;
 };
 
+// SLUICE_FAULTS, read once: every engine of the process then injects faults at random (see
+// faulty_engine.hpp). Each engine draws from its own seed (the given one plus a count), so threads
+// do not fail in lockstep and a run with the same seed and thread count fails alike.
+std::unique_ptr<IoEngine> with_env_faults(std::unique_ptr<IoEngine> engine) {
+  static const std::optional<RandomFaults> faults = []() -> std::optional<RandomFaults> {
+    const char* spec = std::getenv("SLUICE_FAULTS");
+    if (spec == nullptr || *spec == '\0') return std::nullopt;
+    return parse_faults(spec);
+  }();
+  if (!faults) return engine;
+  static std::atomic<std::uint64_t> engines{0};
+  RandomFaults mine = *faults;
+  mine.seed += engines.fetch_add(1);
+  return std::make_unique<FaultyEngine>(std::move(engine), std::move(mine));
+}
+
 }  // namespace
 
 std::string_view to_string(EngineKind k) noexcept {
@@ -34,8 +53,8 @@ std::unique_ptr<IoEngine> make_engine(EngineKind kind, unsigned depth) {
     std::lock_guard lock(g_factory_mutex);
     if (g_factory) return g_factory(kind, depth);
   }
-  if (kind == EngineKind::uring) return std::make_unique<UringEngine>(depth);
-  return std::make_unique<PsyncEngine>(depth);
+  if (kind == EngineKind::uring) return with_env_faults(std::make_unique<UringEngine>(depth));
+  return with_env_faults(std::make_unique<PsyncEngine>(depth));
 }
 
 bool uring_available(std::string* reason) {
