@@ -114,7 +114,8 @@ double segments_per_chunk(const std::byte* p, std::uint64_t size, std::uint64_t 
   }
   ::close(fd);
   if (!ok || pages == 0) return -1;
-  return static_cast<double>(segments) / (static_cast<double>(pages) / static_cast<double>(per_chunk));
+  return static_cast<double>(segments) /
+         (static_cast<double>(pages) / static_cast<double>(per_chunk));
 }
 
 [[noreturn]] void usage(int rc) {
@@ -193,8 +194,10 @@ int main(int argc, char** argv) {
   try {
     const auto cfg = sluice::config();
     if (args.print_config) {
-      const nlohmann::json j = {{"engine", cfg->engine},       {"threads", cfg->effective_threads()},
-                                {"queue_depth", cfg->queue_depth}, {"io_size", cfg->io_size},
+      const nlohmann::json j = {{"engine", cfg->engine},
+                                {"threads", cfg->effective_threads()},
+                                {"queue_depth", cfg->queue_depth},
+                                {"io_size", cfg->io_size},
                                 {"direct_io", cfg->direct_io}};
       std::printf("%s\n", j.dump().c_str());
       return 0;
@@ -229,18 +232,18 @@ int main(int argc, char** argv) {
     const double segments = segments_per_chunk(buf.get(), size, cfg->io_size);
 
     if (!args.json) {
-      const std::string seg_text =
-          segments < 0 ? std::string("? (frame numbers need root)") : fmt::format("{:.1f}", segments);
-      std::printf("file %s: %.3f GiB on %s (%s); engine=%s threads=%u queue_depth=%u "
-                  "io_size=%llu direct_io=%s; buffer %s, %.3f GiB in huge pages, %s physical "
-                  "segments per io_size\n",
-                  args.file.c_str(), static_cast<double>(size) / gib, file.fs_type().c_str(),
-                  file.has_direct() ? "O_DIRECT available" : file.direct_reason().c_str(),
-                  cfg->engine.c_str(), cfg->effective_threads(), cfg->queue_depth,
-                  static_cast<unsigned long long>(cfg->io_size), cfg->direct_io ? "on" : "off",
-                  args.hugepages ? "madvise(MADV_HUGEPAGE)" : "4 KiB pages",
-                  static_cast<double>(huge) / gib,
-                  seg_text.c_str());
+      const std::string seg_text = segments < 0 ? std::string("? (frame numbers need root)")
+                                                : fmt::format("{:.1f}", segments);
+      std::printf(
+          "file %s: %.3f GiB on %s (%s); engine=%s threads=%u queue_depth=%u "
+          "io_size=%llu direct_io=%s; buffer %s, %.3f GiB in huge pages, %s physical "
+          "segments per io_size\n",
+          args.file.c_str(), static_cast<double>(size) / gib, file.fs_type().c_str(),
+          file.has_direct() ? "O_DIRECT available" : file.direct_reason().c_str(),
+          cfg->engine.c_str(), cfg->effective_threads(), cfg->queue_depth,
+          static_cast<unsigned long long>(cfg->io_size), cfg->direct_io ? "on" : "off",
+          args.hugepages ? "madvise(MADV_HUGEPAGE)" : "4 KiB pages",
+          static_cast<double>(huge) / gib, seg_text.c_str());
       std::printf("%4s %10s %10s %10s %10s %12s  %s\n", "run", "seconds", "GiB/s", "cpu_s",
                   "cpu_s/GiB", "ios", "path: reason");
     }
@@ -283,7 +286,8 @@ int main(int argc, char** argv) {
             {"direct_io", cfg->direct_io},
             {"hugepages", args.hugepages},
             {"buffer_huge_bytes", huge},
-            {"buffer_segments_per_io", segments < 0 ? nlohmann::json(nullptr) : nlohmann::json(segments)},
+            {"buffer_segments_per_io",
+             segments < 0 ? nlohmann::json(nullptr) : nlohmann::json(segments)},
         };
         std::printf("%s\n", j.dump().c_str());
       } else {

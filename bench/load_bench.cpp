@@ -1,7 +1,8 @@
 // sluice load against the same bytes read sequentially through sluice::read, and against a
 // plain mmap-and-copy loader written the usual way (mmap each shard, allocate each tensor, copy
 // it to the device), in interleaved rounds, printing medians and ratios.
-//   sluice_load_bench [--dir D] [--gib G] [--shards N] [--rounds R] [--device sim] [--cache cold|warm]
+//   sluice_load_bench [--dir D] [--gib G] [--shards N] [--rounds R] [--device sim]
+//                     [--cache cold|warm]
 //   sluice_load_bench --checkpoint PATH [--device D] [--json]
 // The checkpoint (many tensors of mixed sizes over N shards, with its index) is written once
 // into D (default /var/tmp/sluice-load-bench) and reused while its size matches.
@@ -44,14 +45,18 @@ namespace {
 using Clock = std::chrono::steady_clock;
 namespace fs = std::filesystem;
 
-double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+double since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
 
 // Writes shard files of mixed tensors (a few large matrices, many medium, many tiny) and the index.
-std::vector<std::string> write_checkpoint(const std::string& dir, std::uint64_t total, unsigned shards) {
+std::vector<std::string> write_checkpoint(const std::string& dir, std::uint64_t total,
+                                          unsigned shards) {
   fs::create_directories(dir);
   const std::string index = dir + "/model.safetensors.index.json";
   std::vector<std::string> files;
-  for (unsigned s = 0; s < shards; ++s) files.push_back(fmt::format("{}/model-{:05}-of-{:05}.safetensors", dir, s + 1, shards));
+  for (unsigned s = 0; s < shards; ++s)
+    files.push_back(fmt::format("{}/model-{:05}-of-{:05}.safetensors", dir, s + 1, shards));
   const std::string stamp = dir + "/.size";
   if (fs::exists(index) && fs::exists(stamp)) {
     std::ifstream in(stamp);
@@ -90,11 +95,13 @@ std::vector<std::string> write_checkpoint(const std::string& dir, std::uint64_t 
     out.write(reinterpret_cast<const char*>(&n), 8);
     out.write(text.data(), static_cast<std::streamsize>(text.size()));
     for (std::uint64_t w = 0; w < off; w += block.size()) {
-      out.write(block.data(), static_cast<std::streamsize>(std::min<std::uint64_t>(block.size(), off - w)));
+      out.write(block.data(),
+                static_cast<std::streamsize>(std::min<std::uint64_t>(block.size(), off - w)));
     }
     if (!out) throw std::runtime_error("cannot write " + files[s]);
   }
-  std::ofstream(index) << nlohmann::json{{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}}.dump();
+  std::ofstream(index)
+      << nlohmann::json{{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}}.dump();
   std::ofstream(stamp) << total;
   return files;
 }
@@ -164,7 +171,8 @@ struct Options {
 
 [[noreturn]] void usage(const char* argv0) {
   std::fprintf(stderr,
-               "usage: %s [--dir D] [--gib G] [--shards N] [--rounds R] [--device sim|cuda:N] [--cache cold|warm]\n"
+               "usage: %s [--dir D] [--gib G] [--shards N] [--rounds R] [--device sim|cuda:N] "
+               "[--cache cold|warm]\n"
                "       %s --checkpoint PATH [--device D] [--json]\n",
                argv0, argv0);
   std::exit(2);
@@ -180,14 +188,22 @@ Options parse(int argc, char** argv) {
     }
     if (i + 1 >= argc) usage(argv[0]);
     const std::string v = argv[++i];
-    if (a == "--dir") o.dir = v;
-    else if (a == "--gib") o.gib = std::stod(v);
-    else if (a == "--shards") o.shards = static_cast<unsigned>(std::stoul(v));
-    else if (a == "--rounds") o.rounds = static_cast<unsigned>(std::stoul(v));
-    else if (a == "--device") o.device_spec = v;
-    else if (a == "--checkpoint") o.checkpoint = v;
-    else if (a == "--cache" && (v == "cold" || v == "warm")) o.warm = v == "warm";
-    else usage(argv[0]);
+    if (a == "--dir")
+      o.dir = v;
+    else if (a == "--gib")
+      o.gib = std::stod(v);
+    else if (a == "--shards")
+      o.shards = static_cast<unsigned>(std::stoul(v));
+    else if (a == "--rounds")
+      o.rounds = static_cast<unsigned>(std::stoul(v));
+    else if (a == "--device")
+      o.device_spec = v;
+    else if (a == "--checkpoint")
+      o.checkpoint = v;
+    else if (a == "--cache" && (v == "cold" || v == "warm"))
+      o.warm = v == "warm";
+    else
+      usage(argv[0]);
   }
   return o;
 }
@@ -207,7 +223,8 @@ double time_load(const Setup& s, std::string* path_line, double* reads_only) {
   const auto t0 = Clock::now();
   auto got = sluice::load(s.cp, o);
   const double t = since(t0);
-  if (got.result().bytes != s.cp.total_bytes()) throw std::runtime_error("load moved the wrong number of bytes");
+  if (got.result().bytes != s.cp.total_bytes())
+    throw std::runtime_error("load moved the wrong number of bytes");
   *path_line = fmt::format("{} ({})", sluice::to_string(got.result().path), got.result().reason);
   *reads_only = got.result().seconds;
   return t;
@@ -223,7 +240,8 @@ double time_sequential(const Setup& s) {
   for (const auto& l : s.cp.layouts()) bufs.emplace_back(s.dev, l.file_size - l.data_offset);
   for (std::size_t i = 0; i < s.cp.layouts().size(); ++i) {
     const auto& l = s.cp.layouts()[i];
-    (void)sluice::read(s.cp.file(i), bufs[i].data(), l.file_size - l.data_offset, l.data_offset, topts);
+    (void)sluice::read(s.cp.file(i), bufs[i].data(), l.file_size - l.data_offset, l.data_offset,
+                       topts);
   }
   return since(t0);
 }
@@ -233,7 +251,8 @@ double time_mmap_copy(const Setup& s) {
   std::vector<sluice::DeviceBuffer> bufs;
   bufs.reserve(s.cp.tensors().size());
   const auto t0 = Clock::now();
-  for (const auto& t : s.cp.tensors()) bufs.emplace_back(s.dev, std::max<std::uint64_t>(t.bytes, 1));
+  for (const auto& t : s.cp.tensors())
+    bufs.emplace_back(s.dev, std::max<std::uint64_t>(t.bytes, 1));
   std::size_t k = 0;
   for (const auto& l : s.cp.layouts()) {
     const int fd = open_or_throw(l.path);
@@ -248,21 +267,29 @@ double time_mmap_copy(const Setup& s) {
   return since(t0);
 }
 
-void print_summary(const char* const names[3], const std::vector<double> secs[3], const std::vector<double>& reads_only,
-                   const double res[2], std::uint64_t bytes, bool warm, const std::string& path_line) {
+void print_summary(const char* const names[3], const std::vector<double> secs[3],
+                   const std::vector<double>& reads_only, const double res[2], std::uint64_t bytes,
+                   bool warm, const std::string& path_line) {
   const auto gibs = [&](double s) { return static_cast<double>(bytes) / sluice::GiB / s; };
   const double g[3] = {gibs(median(secs[0])), gibs(median(secs[1])), gibs(median(secs[2]))};
-  std::printf("median: %s %.2f GiB/s, %s %.2f GiB/s, %s %.2f GiB/s\n", names[0], g[0], names[1], g[1], names[2], g[2]);
-  std::printf("ratio load/sequential %.2f (target >= 0.90), load/mmap+copy %.2f\n", g[0] / g[1], g[0] / g[2]);
-  std::printf("(for reference, not compared: load's own reads-only figure, allocation and planning excluded, "
-              "%.2f GiB/s)\n", gibs(median(reads_only)));
-  std::printf("cache: %s; resident before each run %.0f-%.0f%%\n",
-              warm ? "warm on every side (shards read through the page cache before each run; sluice reads "
-                     "buffered, direct_io=false)"
-                   : "cold on every side (shards dropped before each run; sluice reads with O_DIRECT)",
-              100 * res[0], 100 * res[1]);
-  std::printf("timed: whole operation on every side (allocation to last byte on the device; header parsing "
-              "shared, frees excluded); order rotated each round\n");
+  std::printf("median: %s %.2f GiB/s, %s %.2f GiB/s, %s %.2f GiB/s\n", names[0], g[0], names[1],
+              g[1], names[2], g[2]);
+  std::printf("ratio load/sequential %.2f (target >= 0.90), load/mmap+copy %.2f\n", g[0] / g[1],
+              g[0] / g[2]);
+  std::printf(
+      "(for reference, not compared: load's own reads-only figure, allocation and planning "
+      "excluded, "
+      "%.2f GiB/s)\n",
+      gibs(median(reads_only)));
+  std::printf(
+      "cache: %s; resident before each run %.0f-%.0f%%\n",
+      warm ? "warm on every side (shards read through the page cache before each run; sluice reads "
+             "buffered, direct_io=false)"
+           : "cold on every side (shards dropped before each run; sluice reads with O_DIRECT)",
+      100 * res[0], 100 * res[1]);
+  std::printf(
+      "timed: whole operation on every side (allocation to last byte on the device; header parsing "
+      "shared, frees excluded); order rotated each round\n");
   std::printf("load path: %s\n", path_line.c_str());
 }
 
@@ -277,7 +304,8 @@ int run_rounds(const Options& opt) {
   const sluice::Checkpoint cp = sluice::Checkpoint::open(index);
   const std::uint64_t bytes = cp.total_bytes();
   std::printf("%zu tensors, %s of tensor data, device %s, cache %s\n", cp.tensors().size(),
-              sluice::format_size(bytes).c_str(), dev->info().name.c_str(), opt.warm ? "warm" : "cold");
+              sluice::format_size(bytes).c_str(), dev->info().name.c_str(),
+              opt.warm ? "warm" : "cold");
   auto cfg = std::make_shared<sluice::Config>(*sluice::config());
   if (opt.warm) cfg->direct_io = false;
   const Setup setup{cp, dev, cfg};
@@ -290,19 +318,21 @@ int run_rounds(const Options& opt) {
     std::string line;
     for (unsigned k = 0; k < 3; ++k) {
       const unsigned v = (k + r) % 3;  // rotate the order each round
-      if (opt.warm) warm_cache(files);
-      else drop_cache(files);
+      if (opt.warm)
+        warm_cache(files);
+      else
+        drop_cache(files);
       const double resident = resident_fraction(files);
       res[0] = std::min(res[0], resident);
       res[1] = std::max(res[1], resident);
       double load_reads = 0;
-      const double t = v == 0 ? time_load(setup, &path_line, &load_reads)
+      const double t = v == 0   ? time_load(setup, &path_line, &load_reads)
                        : v == 1 ? time_sequential(setup)
                                 : time_mmap_copy(setup);
       secs[v].push_back(t);
       if (v == 0) reads_only.push_back(load_reads);
-      line += fmt::format("  {} {:.2f} GiB/s (cached {:.0f}%)", names[v], static_cast<double>(bytes) / sluice::GiB / t,
-                          100 * resident);
+      line += fmt::format("  {} {:.2f} GiB/s (cached {:.0f}%)", names[v],
+                          static_cast<double>(bytes) / sluice::GiB / t, 100 * resident);
     }
     std::printf("round %u:%s\n", r + 1, line.c_str());
   }
@@ -324,14 +354,19 @@ int run_one(const Options& opt) {
   const double whole = since(t0);
   const auto& r = got.result();
   if (opt.json) {
-    std::printf("%s\n", nlohmann::json{{"seconds", whole}, {"read_seconds", r.seconds}, {"bytes", r.bytes},
-                                       {"tensors", got.tensors().size()}, {"path", sluice::to_string(r.path)},
-                                       {"reason", r.reason}, {"direct_io", sluice::config()->direct_io}}
+    std::printf("%s\n", nlohmann::json{{"seconds", whole},
+                                       {"read_seconds", r.seconds},
+                                       {"bytes", r.bytes},
+                                       {"tensors", got.tensors().size()},
+                                       {"path", sluice::to_string(r.path)},
+                                       {"reason", r.reason},
+                                       {"direct_io", sluice::config()->direct_io}}
                             .dump()
                             .c_str());
   } else {
-    std::printf("%s in %.3f s whole (reads %.3f s), path %s (%s)\n", sluice::format_size(r.bytes).c_str(), whole,
-                r.seconds, std::string(sluice::to_string(r.path)).c_str(), r.reason.c_str());
+    std::printf("%s in %.3f s whole (reads %.3f s), path %s (%s)\n",
+                sluice::format_size(r.bytes).c_str(), whole, r.seconds,
+                std::string(sluice::to_string(r.path)).c_str(), r.reason.c_str());
   }
   return 0;
 }
