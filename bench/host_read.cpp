@@ -4,6 +4,7 @@
 // SLUICE_QUEUE_DEPTH, SLUICE_IO_SIZE, ...), as for any program using the library.
 //
 //   sluice_host_read_bench FILE [--repeat N] [--json] [--hugepages]
+//   sluice_host_read_bench --print-config
 //
 // The destination buffer is allocated once (4096-aligned, the size of the file) and every page
 // is touched before the first timed run, so page faults are not part of the measurement.
@@ -11,6 +12,8 @@
 // buffers are huge pages (fio --iomem=shmhuge): the physical layout of the destination decides
 // how many scatter-gather segments each request has, which some devices (virtio-blk) pay for
 // per segment. The number of bytes actually backed by huge pages is printed.
+// --print-config prints the effective engine, threads, queue depth and I/O size as one JSON line
+// and reads nothing: bench/host-vs-fio.sh gives fio the same settings as sluice's defaults.
 // bench/host-vs-fio.sh drives this program against fio.
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -111,16 +114,20 @@ double segments_per_chunk(const std::byte* p, std::uint64_t size, std::uint64_t 
   }
   ::close(fd);
   if (!ok || pages == 0) return -1;
-  return static_cast<double>(segments) / (static_cast<double>(pages) / static_cast<double>(per_chunk));
+  return static_cast<double>(segments) /
+         (static_cast<double>(pages) / static_cast<double>(per_chunk));
 }
 
 [[noreturn]] void usage(int rc) {
   std::fputs(
       "usage: sluice_host_read_bench FILE [--repeat N] [--json] [--hugepages]\n"
+      "       sluice_host_read_bench --print-config\n"
       "  Reads FILE whole into one pre-faulted, 4096-aligned host buffer with sluice::read,\n"
       "  N times (default 1), printing seconds, GiB/s, CPU seconds (user+sys of the process)\n"
       "  and the path taken for each run; --json prints one JSON object per line per run.\n"
       "  --hugepages: madvise(MADV_HUGEPAGE) the buffer (transparent huge pages).\n"
+      "  --print-config: the effective engine, threads, queue_depth, io_size, direct_io as\n"
+      "  one JSON line; nothing is read.\n"
       "  Settings come from the environment: SLUICE_ENGINE, SLUICE_THREADS,\n"
       "  SLUICE_QUEUE_DEPTH, SLUICE_IO_SIZE, SLUICE_DIRECT_IO, ...\n",
       rc == 0 ? stdout : stderr);
@@ -132,6 +139,7 @@ struct Args {
   unsigned repeat = 1;
   bool json = false;
   bool hugepages = false;
+  bool print_config = false;
 };
 
 Args parse(int argc, char** argv) {
@@ -143,6 +151,8 @@ Args parse(int argc, char** argv) {
       a.json = true;
     } else if (arg == "--hugepages") {
       a.hugepages = true;
+    } else if (arg == "--print-config") {
+      a.print_config = true;
     } else if (arg == "--repeat" || arg.starts_with("--repeat=")) {
       std::string value;
       if (arg == "--repeat") {
@@ -169,7 +179,7 @@ Args parse(int argc, char** argv) {
       usage(2);
     }
   }
-  if (a.file.empty()) usage(2);
+  if (a.file.empty() && !a.print_config) usage(2);
   return a;
 }
 
@@ -183,6 +193,15 @@ int main(int argc, char** argv) {
   const Args args = parse(argc, argv);
   try {
     const auto cfg = sluice::config();
+    if (args.print_config) {
+      const nlohmann::json j = {{"engine", cfg->engine},
+                                {"threads", cfg->effective_threads()},
+                                {"queue_depth", cfg->queue_depth},
+                                {"io_size", cfg->io_size},
+                                {"direct_io", cfg->direct_io}};
+      std::printf("%s\n", j.dump().c_str());
+      return 0;
+    }
     sluice::File file = sluice::File::open(args.file, sluice::OpenMode::read);
     const std::uint64_t size = file.size();
     if (size == 0) {
@@ -213,18 +232,18 @@ int main(int argc, char** argv) {
     const double segments = segments_per_chunk(buf.get(), size, cfg->io_size);
 
     if (!args.json) {
-      const std::string seg_text =
-          segments < 0 ? std::string("? (frame numbers need root)") : fmt::format("{:.1f}", segments);
-      std::printf("file %s: %.3f GiB on %s (%s); engine=%s threads=%u queue_depth=%u "
-                  "io_size=%llu direct_io=%s; buffer %s, %.3f GiB in huge pages, %s physical "
-                  "segments per io_size\n",
-                  args.file.c_str(), static_cast<double>(size) / gib, file.fs_type().c_str(),
-                  file.has_direct() ? "O_DIRECT available" : file.direct_reason().c_str(),
-                  cfg->engine.c_str(), cfg->effective_threads(), cfg->queue_depth,
-                  static_cast<unsigned long long>(cfg->io_size), cfg->direct_io ? "on" : "off",
-                  args.hugepages ? "madvise(MADV_HUGEPAGE)" : "4 KiB pages",
-                  static_cast<double>(huge) / gib,
-                  seg_text.c_str());
+      const std::string seg_text = segments < 0 ? std::string("? (frame numbers need root)")
+                                                : fmt::format("{:.1f}", segments);
+      std::printf(
+          "file %s: %.3f GiB on %s (%s); engine=%s threads=%u queue_depth=%u "
+          "io_size=%llu direct_io=%s; buffer %s, %.3f GiB in huge pages, %s physical "
+          "segments per io_size\n",
+          args.file.c_str(), static_cast<double>(size) / gib, file.fs_type().c_str(),
+          file.has_direct() ? "O_DIRECT available" : file.direct_reason().c_str(),
+          cfg->engine.c_str(), cfg->effective_threads(), cfg->queue_depth,
+          static_cast<unsigned long long>(cfg->io_size), cfg->direct_io ? "on" : "off",
+          args.hugepages ? "madvise(MADV_HUGEPAGE)" : "4 KiB pages",
+          static_cast<double>(huge) / gib, seg_text.c_str());
       std::printf("%4s %10s %10s %10s %10s %12s  %s\n", "run", "seconds", "GiB/s", "cpu_s",
                   "cpu_s/GiB", "ios", "path: reason");
     }
@@ -267,7 +286,8 @@ int main(int argc, char** argv) {
             {"direct_io", cfg->direct_io},
             {"hugepages", args.hugepages},
             {"buffer_huge_bytes", huge},
-            {"buffer_segments_per_io", segments < 0 ? nlohmann::json(nullptr) : nlohmann::json(segments)},
+            {"buffer_segments_per_io",
+             segments < 0 ? nlohmann::json(nullptr) : nlohmann::json(segments)},
         };
         std::printf("%s\n", j.dump().c_str());
       } else {

@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # vs-fio.sh: `sluice bench --xfer cpu-only` against fio on the same file, block size, queue depth
-# and thread count, in interleaved rounds (fio, sluice, fio, sluice, ...), as DESIGN.md's
-# performance method asks. Prints both medians, the ratio sluice/fio of the medians and the
-# median of the per-round ratios (paired), for throughput, IOPS and latency p50/p99. A low
-# ratio is a result, not a failure: the script exits non-zero only when something fails to run
-# (2), or when --hugepages cannot be set up (3).
+# and thread count, in interleaved rounds, as DESIGN.md's performance method asks. Prints both
+# medians, the ratio sluice/fio of the medians and the median of the per-round ratios (paired),
+# for throughput, IOPS and latency p50/p99. A low ratio is a result, not a failure: the script
+# exits non-zero only when something fails to run (2), or when --hugepages cannot be had (3).
+#
+# Like for like (docs/bench.md, "Like for like"): the same settings, cache state, page backing
+# and loop shape on both sides, and the order of the sides alternates: in odd rounds fio runs
+# each case first, in even rounds sluice does.
+# Cache: both sides read with O_DIRECT, so neither reads from the page cache.
 #
 #   bench/vs-fio.sh [--sluice PATH] [--file PATH] [--size 1G] [--rounds 3] [--time 5]
 #                   [--threads 1] [--cases "read:1M:1 read:1M:32 randread:4K:1 randread:4K:32"]
@@ -35,12 +39,15 @@
 # At queue depth 32 the batched shape shows a higher median and a shorter tail on both tools
 # (docs/bench.md, "Comparing with fio"); at queue depth 1 the shapes are the same.
 #
-# Buffers: by default both sides use 4 KiB pages (fio iomem=malloc, sluice --no-hugepages).
-# --hugepages gives both 2 MiB pages: fio --iomem=shmhuge on hugetlb pages that the script
-# reserves through /proc/sys/vm/nr_hugepages (root) and gives back afterwards, sluice its
-# default transparent huge pages. Without root, or when the pages cannot be reserved, it says so
-# and exits 3 without running. Devices that pay per scatter-gather segment (virtio-blk) read
-# 1 MiB much faster into huge pages, so the two modes must not be mixed in one comparison.
+# Buffers, the same page backing on both sides: by default 4 KiB pages (fio iomem=malloc,
+# sluice --no-hugepages). --hugepages gives both transparent huge pages through
+# madvise(MADV_HUGEPAGE): sluice its default huge-page buffers; fio --iomem=malloc
+# --iomem_align=2M with GLIBC_TUNABLES=glibc.malloc.hugetlb=1, which makes glibc madvise its
+# mmap'd allocations (glibc >= 2.35). Where transparent huge pages are disabled it says so and
+# exits 3 without running. The table says how much of each process's memory the kernel really
+# put on huge pages (the most AnonHugePages seen during its runs). Devices that pay per
+# scatter-gather segment (virtio-blk) read 1 MiB much faster into huge pages, so the two modes
+# must not be mixed in one comparison.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -101,9 +108,7 @@ if [[ -z $file ]]; then
   file=$work/data.bin
   created=1
 fi
-hp_restore=
 cleanup() {
-  if [[ -n $hp_restore ]]; then echo "$hp_restore" > /proc/sys/vm/nr_hugepages || true; fi
   rm -rf "$work"
   if [[ $created = 1 && $keep = 0 ]]; then rm -f "$file"; fi
 }
@@ -113,34 +118,34 @@ trap cleanup EXIT
 fio_mem=(--iomem=malloc)
 sluice_mem=(--no-hugepages)
 mem_note="4 KiB pages on both sides (fio iomem=malloc, sluice --no-hugepages)"
+fio_env=()
 if [[ $hugepages = 1 ]]; then
-  skip() { echo "vs-fio: --hugepages: $*; skipping the huge-page comparison" >&2; exit 3; }
-  [[ $(id -u) -eq 0 ]] || skip "reserving hugetlb pages for fio needs root"
-  [[ -w /proc/sys/vm/nr_hugepages ]] || skip "/proc/sys/vm/nr_hugepages is not writable"
   thp=$(cat /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null || echo "[never]")
-  [[ $thp == *"[never]"* ]] && skip "transparent huge pages are disabled ($thp), sluice would get none"
-  # fio's shmhuge segment holds every job's iodepth x bs buffers plus alignment: 1M x 32 needs
-  # 18 pages, not 16 (measured with fio 3.33). One segment per thread, so reserve for all of
-  # them, with two pages of slack each.
-  need=0
-  for c in $cases; do
-    IFS=: read -r _ bs qd <<<"$c"
-    b=$(numfmt --from=iec "$bs") || die "bad block size in case '$c'"
-    n=$(( threads * ((b * qd + (2 << 20) - 1) / (2 << 20) + 2) ))
-    (( n > need )) && need=$n
-  done
-  old=$(cat /proc/sys/vm/nr_hugepages)
-  free_hp=$(awk '/HugePages_Free/ {print $2}' /proc/meminfo)
-  if (( free_hp < need )); then
-    hp_restore=$old
-    echo $(( old + need - free_hp )) > /proc/sys/vm/nr_hugepages || skip "cannot write /proc/sys/vm/nr_hugepages"
-    free_hp=$(awk '/HugePages_Free/ {print $2}' /proc/meminfo)
-    (( free_hp >= need )) || skip "could reserve only $free_hp of $need hugetlb pages (memory too fragmented?)"
+  if [[ $thp == *"[never]"* ]]; then
+    echo "vs-fio: --hugepages: transparent huge pages are disabled ($thp); skipping the huge-page comparison" >&2
+    exit 3
   fi
-  fio_mem=(--iomem=shmhuge)
+  fio_mem=(--iomem=malloc --iomem_align=2M)
+  fio_env=(GLIBC_TUNABLES=glibc.malloc.hugetlb=1)
   sluice_mem=()
-  mem_note="2 MiB pages on both sides (fio iomem=shmhuge on $need reserved hugetlb pages, sluice transparent huge pages)"
+  mem_note="transparent huge pages on both sides (madvise(MADV_HUGEPAGE): sluice's default buffers, fio iomem=malloc iomem_align=2M with glibc.malloc.hugetlb=1)"
 fi
+
+# Runs a command in the background and appends the most AnonHugePages (KiB) its process showed
+# while running to FILE: how much of its memory the kernel really backed with huge pages.
+run_sampled() {  # FILE command...
+  local out=$1 pid kb max=0
+  shift
+  "$@" &
+  pid=$!
+  while kill -0 "$pid" 2>/dev/null; do
+    kb=$(awk '/^AnonHugePages:/ {print $2}' "/proc/$pid/smaps_rollup" 2>/dev/null || true)
+    (( ${kb:-0} > max )) && max=${kb:-0}
+    sleep 0.2
+  done
+  wait "$pid" || return 1
+  echo "$max" >> "$out"
+}
 
 if [[ ! -f $file ]] || (( $(stat -c %s "$file") < size_bytes )); then
   echo "vs-fio: laying out $size in $file ..." >&2
@@ -150,9 +155,30 @@ fi
 
 echo "vs-fio: sluice $("$sluice" --version | awk '{print $2}'), $(fio --version); file $file ($(df -T "$file" | awk 'NR==2{print $2}')), $size, $threads thread(s), ${runtime}s runs, $rounds rounds; $mem_note; loop shape $shape" >&2
 results=$work/results.txt
+run_fio() {  # round case
+  local round=$1 c=$2 rw bs qd out
+  IFS=: read -r rw bs qd <<<"$c"
+  out=$work/fio-$round-$rw-$bs-$qd.json
+  run_sampled "$work/fio.$rw:$bs:$qd.thp" env "${fio_env[@]}" fio --name=vsfio --filename="$file" --rw="$rw" --bs="$bs" \
+      --iodepth="$qd" --ioengine=io_uring --direct=1 --fixedbufs=1 --registerfiles=1 --numjobs="$threads" \
+      --size="$slice" --offset_increment="$slice" --thread --group_reporting --time_based --runtime="$runtime" \
+      --randrepeat=0 --lat_percentiles=1 "${fio_mem[@]}" "${fio_shape[@]}" --output-format=json --output="$out" \
+    || die "fio failed in round $round, case $c (see above)"
+  echo "fio $round $c $out" >>"$results"
+}
+run_sluice() {  # round case
+  local round=$1 c=$2 rw bs qd out
+  IFS=: read -r rw bs qd <<<"$c"
+  out=$work/sluice-$round-$rw-$bs-$qd.json
+  run_sampled "$work/sluice.$rw:$bs:$qd.thp" "$sluice" bench --file "$file" --size "$((slice * threads))" --xfer cpu-only \
+      --rw "$rw" --block-size "$bs" --iodepth "$qd" --threads "$threads" --time "$runtime" --seed "$round" \
+      "${sluice_shape[@]}" "${sluice_mem[@]}" --json "$out" >/dev/null \
+    || die "sluice bench failed in round $round, case $c (see above)"
+  echo "sluice $round $c $out" >>"$results"
+}
 for round in $(seq 1 "$rounds"); do
   for c in $cases; do
-    IFS=: read -r rw bs qd <<<"$c"
+    IFS=: read -r _ _ qd <<<"$c"
     if [[ $shape == fio ]]; then
       fio_shape=()
       sluice_shape=(--submit-batch 1 --reap-batch 1)
@@ -160,25 +186,17 @@ for round in $(seq 1 "$rounds"); do
       fio_shape=(--iodepth_batch_submit="$qd" --iodepth_batch_complete_max="$qd")
       sluice_shape=()
     fi
-    out=$work/fio-$round-$rw-$bs-$qd.json
-    fio --name=vsfio --filename="$file" --rw="$rw" --bs="$bs" --iodepth="$qd" --ioengine=io_uring \
-        --direct=1 --fixedbufs=1 --registerfiles=1 --numjobs="$threads" --size="$slice" --offset_increment="$slice" --thread \
-        --group_reporting --time_based --runtime="$runtime" --randrepeat=0 --lat_percentiles=1 \
-        "${fio_mem[@]}" "${fio_shape[@]}" --output-format=json --output="$out" \
-      || die "fio failed in round $round, case $c (see above)"
-    echo "fio $round $c $out" >>"$results"
-    out=$work/sluice-$round-$rw-$bs-$qd.json
-    "$sluice" bench --file "$file" --size "$((slice * threads))" --xfer cpu-only --rw "$rw" \
-        --block-size "$bs" --iodepth "$qd" --threads "$threads" --time "$runtime" --seed "$round" \
-        "${sluice_shape[@]}" "${sluice_mem[@]}" --json "$out" >/dev/null \
-      || die "sluice bench failed in round $round, case $c (see above)"
-    echo "sluice $round $c $out" >>"$results"
-    echo "  round $round $c done" >&2
+    if (( round % 2 == 1 )); then
+      run_fio "$round" "$c"; run_sluice "$round" "$c"; first=fio
+    else
+      run_sluice "$round" "$c"; run_fio "$round" "$c"; first=sluice
+    fi
+    echo "  round $round $c done ($first first)" >&2
   done
 done
 
-python3 - "$results" "$json_out" "$shape" "$hugepages" <<'PY'
-import json, statistics, sys
+python3 - "$results" "$json_out" "$shape" "$hugepages" "$work" <<'PY'
+import json, os, statistics, sys
 rows = {}
 for line in open(sys.argv[1]):
     tool, rnd, case, path = line.split()
@@ -209,14 +227,25 @@ for case, t in rows.items():
             continue
         fm, sm = statistics.median(f), statistics.median(s)
         ratio = sm / fm if fm else float("nan")
-        # Each sluice run over the fio run just before it: robust to drift between rounds.
+        # Each sluice run over the fio run of its round: robust to drift between rounds.
         paired = statistics.median(b / a for a, b in zip(f, s) if a) if any(f) else float("nan")
         fmt = (lambda v: f"{v:.3f}") if key == "bw" else (lambda v: f"{v:.0f}") if key == "iops" else (lambda v: f"{v:.1f}")
         print(f"{case:<18} {label:<7} {fmt(fm):>11} {fmt(sm):>14} {ratio:>6.3f}x {paired:>6.3f}x   "
               f"{' '.join(fmt(v) for v in f)} | {' '.join(fmt(v) for v in s)}")
         out.append(dict(case=case, metric=key, fio=fm, sluice=sm, ratio=ratio, paired=paired,
                         fio_rounds=f, sluice_rounds=s))
-print(f"loop shape {sys.argv[3]}; buffers: {'2 MiB pages' if sys.argv[4] == '1' else '4 KiB pages'} on both sides")
+def thp(tool, case):
+    try:
+        kb = [int(x) for x in open(os.path.join(sys.argv[5], f"{tool}.{case}.thp")) if x.strip()]
+    except OSError:
+        kb = []
+    return f"{min(kb) / 1024:.0f}-{max(kb) / 1024:.0f}" if kb else "?"
+pages = "transparent huge pages (madvise)" if sys.argv[4] == "1" else "4 KiB pages"
+print(f"loop shape {sys.argv[3]}; buffers: {pages} on both sides")
+print("memory the kernel put on huge pages, MiB (most AnonHugePages of each process, over the rounds), fio | sluice: "
+      + "; ".join(f"{case} {thp('fio', case)} | {thp('sluice', case)}" for case in rows))
+print("cache: both sides O_DIRECT (the page cache is bypassed on both); order: fio first in odd rounds, "
+      "sluice first in even rounds")
 print("ratio = sluice median / fio median; paired = median of the per-round ratios")
 print("(throughput, IOPS: higher is better; latency: lower is better)")
 print("p50/p99 us: total latency (fio's lat; sluice from prepare() to the reaped completion), submission")
