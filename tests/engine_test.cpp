@@ -126,7 +126,8 @@ TEST_P(EngineContract, PollingSeesCompletions) {
   ASSERT_EQ(::pipe2(p, O_CLOEXEC), 0);
   const bool uring = GetParam() == EngineKind::uring;
   char byte = 0;
-  e->prepare({.op = IoOp::read, .fd = uring ? p[0] : fd_, .buf = &byte, .len = 1, .offset = 0, .tag = 3});
+  e->prepare(
+      {.op = IoOp::read, .fd = uring ? p[0] : fd_, .buf = &byte, .len = 1, .offset = 0, .tag = 3});
   std::vector<IoCompletion> out(2);
   std::size_t k = 0;
   if (uring) {

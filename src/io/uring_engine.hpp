@@ -48,8 +48,8 @@ class UringEngine final : public IoEngine {
   bool files_ready_ = false;   // sparse table set up
   bool files_failed_ = false;  // kernel refused: stop trying
   std::vector<int> free_slots_;
-  int wake_fd_ = -1;           // eventfd other threads write to end a wait
-  bool wake_armed_ = false;    // a read of wake_fd_ is in the ring
+  int wake_fd_ = -1;         // eventfd other threads write to end a wait
+  bool wake_armed_ = false;  // a read of wake_fd_ is in the ring
   std::uint64_t wake_count_ = 0;
 };
 
