@@ -33,8 +33,8 @@
 #   fio      (default) fio's defaults: one completion per wait (iodepth_batch_complete_max=1),
 #            one io_uring_enter per new request (iodepth_batch_submit=1); sluice gets
 #            --reap-batch 1 --submit-batch 1.
-#   batched  sluice bench's default: every ready completion at once, every freed slot refilled,
-#            one io_uring_enter; fio gets --iodepth_batch_submit=QD
+#   batched  every ready completion at once, every freed slot refilled, the refill submitted
+#            at once: sluice gets --submit-batch QD, fio --iodepth_batch_submit=QD
 #            --iodepth_batch_complete_max=QD.
 # At queue depth 32 the batched shape shows a higher median and a shorter tail on both tools
 # (docs/bench.md, "Comparing with fio"); at queue depth 1 the shapes are the same.
@@ -184,7 +184,7 @@ for round in $(seq 1 "$rounds"); do
       sluice_shape=(--submit-batch 1 --reap-batch 1)
     else
       fio_shape=(--iodepth_batch_submit="$qd" --iodepth_batch_complete_max="$qd")
-      sluice_shape=()
+      sluice_shape=(--submit-batch "$qd")
     fi
     if (( round % 2 == 1 )); then
       run_fio "$round" "$c"; run_sluice "$round" "$c"; first=fio
@@ -211,8 +211,8 @@ for line in open(sys.argv[1]):
     else:
         r = d["results"][0]
         m = dict(bw=r["gib_per_s"], iops=r["iops"], p50=r["latency_us"]["p50"], p99=r["latency_us"]["p99"])
-        # sluice's clat exists where it submits in syscalls of its own (--shape fio); in the
-        # batched shape one syscall submits and waits, so there is no clat to compare with.
+        # sluice's clat exists where it submits in syscalls of its own (--submit-batch N: the
+        # fio and batched shapes); its default loop submits the last requests with the wait.
         c = r.get("clat_us")
         m["cp50"], m["cp99"] = (c["p50"], c["p99"]) if c else (float("nan"), float("nan"))
     rows.setdefault(case, {}).setdefault(tool, []).append(m)
@@ -250,7 +250,7 @@ print("ratio = sluice median / fio median; paired = median of the per-round rati
 print("(throughput, IOPS: higher is better; latency: lower is better)")
 print("p50/p99 us: total latency (fio's lat; sluice from prepare() to the reaped completion), submission")
 print("syscall included; p50/p99 clat: completion latency, from the submitting syscall's return (fio's clat,")
-print("sluice's clat_us: measured with --submit-batch, so only in the fio shape)")
+print("sluice's clat_us: measured with --submit-batch, so in the fio and batched shapes)")
 if sys.argv[2]:
     json.dump({"shape": sys.argv[3], "hugepages": sys.argv[4] == "1", "rows": out},
               open(sys.argv[2], "w"), indent=2)
