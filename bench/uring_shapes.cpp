@@ -9,7 +9,9 @@
 //   sluice_uring_shapes FILE [--time 30] [--slice 0.2] [--bs 4096] [--iodepth 32] VARIANT...
 //
 // VARIANT is NAME:SETUP:SHAPE[:WAIT]: SETUP is `defer` (single issuer, deferred task running,
-// as sluice's engine and fio 3.33) or `coop` (cooperative task running); SHAPE is `fio` (one
+// as sluice's engine and fio 3.33), `coop` (cooperative task running), `ringfd` (defer, with the
+// ring's descriptor registered) or `sqpoll` (a kernel thread polls the submission queue, idling
+// after 10 ms); SHAPE is `fio` (one
 // io_uring_enter per new request, one completion collected per wait: fio's default loop) or a
 // group size N (every free slot refilled, each N new requests submitted by an io_uring_enter of
 // their own, the rest with the wait); WAIT is how many completions a wait asks for (default 1).
@@ -37,6 +39,7 @@ struct Variant {
   bool fio = false;
   unsigned group = 1;
   unsigned wait = 1;
+  bool ring_fd = false;  // the ring's descriptor registered (io_uring_register_ring_fd)
   double seconds = 0;
   double cpu = 0;
   std::uint64_t ios = 0;
@@ -73,14 +76,20 @@ std::vector<std::string> split(const std::string& s, char sep) {
 
 Variant parse_variant(const std::string& text) {
   const auto f = split(text, ':');
-  if (f.size() < 3 || f.size() > 4 || (f[1] != "defer" && f[1] != "coop")) {
-    throw std::runtime_error("bad variant '" + text + "' (NAME:defer|coop:fio|N[:WAIT])");
+  const std::string& setup = f.size() >= 2 ? f[1] : text;
+  if (f.size() < 3 || f.size() > 4 ||
+      (setup != "defer" && setup != "coop" && setup != "ringfd" && setup != "sqpoll")) {
+    throw std::runtime_error("bad variant '" + text +
+                             "' (NAME:defer|coop|ringfd|sqpoll:fio|N[:WAIT])");
   }
   Variant v;
   v.name = f[0];
-  v.flags = f[1] == "defer" ? IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN |
-                                  IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG
-                            : IORING_SETUP_COOP_TASKRUN;
+  constexpr unsigned defer = IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN |
+                             IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG;
+  v.flags = setup == "coop"     ? IORING_SETUP_COOP_TASKRUN
+            : setup == "sqpoll" ? IORING_SETUP_SQPOLL
+                                : defer;
+  v.ring_fd = setup == "ringfd";
   v.fio = f[2] == "fio";
   v.group = v.fio ? 1 : static_cast<unsigned>(std::stoul(f[2]));
   v.wait = f.size() == 4 ? static_cast<unsigned>(std::stoul(f[3])) : 1;
@@ -122,9 +131,12 @@ class Slice {
       : o_(o), v_(v), mem_(mem), rng_(rng), blocks_(blocks) {
     io_uring_params p{};
     p.flags = v.flags;
+    p.sq_thread_idle = 10;  // ms, SQPOLL only
     if (const int rc = io_uring_queue_init_params(o.depth, &ring_, &p); rc < 0) {
       throw std::runtime_error(std::string("io_uring_setup: ") + std::strerror(-rc));
     }
+    if (v.ring_fd && io_uring_register_ring_fd(&ring_) != 1)
+      throw std::runtime_error("cannot register the ring");
     const iovec iov{mem, static_cast<std::size_t>(o.depth) * o.bs};
     if (io_uring_register_buffers(&ring_, &iov, 1) != 0 ||
         io_uring_register_files(&ring_, &fd, 1) != 0) {
