@@ -149,8 +149,10 @@ void run_engine_thread(const ThreadJob& job, ThreadOutcome& out) {
         if (w.submit_batch > 0) {
           unsubmitted.push_back(i);
           if (unsubmitted.size() == w.submit_batch) submit_prepared();
-        } else if (++unsent == chunk) {
-          (void)engine->submit_and_wait({}, 0);  // submit only; the rest go with the wait
+        } else if (++unsent == chunk && !free_slots.empty()) {
+          // Submit only, while more of the refill follow; the last group goes with the wait (at
+          // depth 1: the request and the wait in one syscall).
+          (void)engine->submit_and_wait({}, 0);
           unsent = 0;
         }
       }
