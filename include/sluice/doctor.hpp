@@ -54,6 +54,9 @@ struct Probe {
       false;  ///< the files' page cache was dropped before it (buffered, cold-cache workloads)
   std::string path;   ///< the path the bytes took
   std::string error;  ///< non-empty: the run failed or was skipped; gib_s covers what ran
+  /// Interleaved rounds it ran (baseline, trials, baseline, trials); its figures are their
+  /// totals. 0: none recorded (evidence built by hand).
+  unsigned rounds = 0;
 };
 
 /// A cgroup I/O limit that applies to this process on a device behind the workload's files.
@@ -93,6 +96,9 @@ struct Evidence {
   double memory_gib_s = 0;  ///< measured memcpy bandwidth of one thread (0: not measured)
   double h2d_gib_s =
       0;  ///< measured pinned host-to-device copy bandwidth (GPU types; 0: not measured)
+  /// The budget that would have given every probe two rounds, where this one did not (0: it did,
+  /// or unknown).
+  double two_round_budget_s = 0;
 };
 
 struct Finding {
@@ -105,6 +111,15 @@ struct Finding {
   bool measured = true;
 };
 
+/// How far the ranking can be trusted. A comparison is confident only where the baseline and the
+/// variant ran in `confident_rounds` interleaved rounds or more: noise on a busy machine then
+/// falls on both alike, where one round of each measures whatever that moment left free.
+struct Confidence {
+  bool low = false;
+  std::string reason;               ///< why it is low (and the budget that avoids it); empty if not
+  std::vector<std::string> probes;  ///< the probes measured in fewer rounds (`combined` never)
+};
+
 struct Diagnosis {
   double achieved_gib_s = 0;
   double ceiling_gib_s = 0;        ///< the best throughput measured on this path (any probe)
@@ -112,17 +127,21 @@ struct Diagnosis {
   std::string summary;             ///< one line
   std::vector<Finding> findings;   ///< ranked, most recovered first
   std::vector<std::string> notes;  ///< facts seen that do not explain the gap
+  Confidence confidence;
 };
 
 /// Noise margin: a variant must beat the baseline by this factor to count as a finding.
 inline constexpr double significant_gain = 1.2;
 /// Achieved at or above this fraction of the ceiling is "near the ceiling".
 inline constexpr double near_ceiling_fraction = 0.85;
+/// Interleaved rounds the baseline and each trial need for a confident comparison.
+inline constexpr unsigned confident_rounds = 2;
 
 /// Judges the evidence: pure, no I/O. Findings rank as: a binding cgroup limit first (nothing
 /// else can beat it), then a warm page cache (the figure is not the device's), then measured and
 /// estimated gains by size, changes that alter a random workload's access pattern (larger
-/// blocks) after the ones that keep it, and causes with no measured gain last.
+/// blocks) after the ones that keep it, and causes with no measured gain last. Confidence is low
+/// where the baseline or a compared trial ran fewer than `confident_rounds` rounds.
 [[nodiscard]] Diagnosis diagnose(const Evidence& e);
 
 struct Options {

@@ -1,8 +1,8 @@
 // Library threads: every transfer type but aligned cpu-only goes through the public transfer API,
 // as an application would. `iodepth` transfers stay in flight per thread: as `iodepth`
 // sub-workers each doing one transfer at a time (gpu-direct, cpu-gpu, cpu-async-gpu,
-// cpu-cached-gpu, auto, unaligned cpu-only), as `iodepth` streams with one stream-ordered
-// transfer each (gpu-direct-async), or as batches of `iodepth` entries (gpu-batch).
+// cpu-cached-gpu, auto, unaligned or --via-library cpu-only), as `iodepth` streams with one
+// stream-ordered transfer each (gpu-direct-async), or as batches of `iodepth` entries (gpu-batch).
 #include <cstdlib>
 #include <deque>
 #include <future>

@@ -60,7 +60,7 @@ json workload_json(const Workload& w) {
           {"strict", w.strict},     {"numa_node", w.numa_node},
           {"sample_interval_s", w.sample_interval_s},
           {"submit_batch", w.submit_batch}, {"reap_batch", w.reap_batch},
-          {"huge_pages", w.huge_pages}};
+          {"huge_pages", w.huge_pages}, {"via_library", w.via_library}};
 }
 
 Workload workload_from(const json& j) {
@@ -94,6 +94,7 @@ Workload workload_from(const json& j) {
   w.submit_batch = j.value("submit_batch", 0U);
   w.reap_batch = j.value("reap_batch", 0U);
   w.huge_pages = j.value("huge_pages", true);
+  w.via_library = j.value("via_library", false);
   return w;
 }
 

@@ -3,6 +3,7 @@
 // that the throughput sits at, or a platform fact (a link trained low, a cgroup limit) that the
 // figures are consistent with. What is seen but explains nothing goes to notes, not findings.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
@@ -413,6 +414,29 @@ void add_platform(const Evidence& e, double achieved, double ceiling, bool near,
   }
 }
 
+// The probes compared with fewer than confident_rounds interleaved rounds. `combined` runs once
+// by design and only sets the ceiling; a failed trial is compared with nothing.
+Confidence judge_confidence(const Evidence& e) {
+  Confidence c;
+  if (e.baseline.rounds < confident_rounds) c.probes.push_back(e.baseline.name);
+  for (const auto& t : e.trials) {
+    if (t.name != "combined" && t.error.empty() && t.rounds < confident_rounds) {
+      c.probes.push_back(t.name);
+    }
+  }
+  if (c.probes.empty()) return c;
+  c.low = true;
+  c.reason = fmt::format(
+      "{} measured in fewer than {} interleaved rounds: what other processes left free at that "
+      "moment may decide which variant wins{}",
+      fmt::join(c.probes, ", "), confident_rounds,
+      e.two_round_budget_s > 0
+          ? fmt::format("; a budget of {:.0f} s gives every probe {} rounds (--budget {:.0f}s)",
+                        e.two_round_budget_s, confident_rounds, e.two_round_budget_s)
+          : std::string{});
+  return c;
+}
+
 }  // namespace
 
 std::string_view to_string(Cause c) noexcept {
@@ -467,6 +491,7 @@ Diagnosis diagnose(const Evidence& e) {
   d.achieved_gib_s = achieved;
   d.ceiling_gib_s = ceiling;
   d.near_ceiling = ceiling <= 0 || achieved >= near_ceiling_fraction * ceiling;
+  d.confidence = judge_confidence(e);
 
   std::vector<Ranked> ranked;
   add_throttle(e, achieved, ceiling, ranked, d.notes);

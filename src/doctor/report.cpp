@@ -41,7 +41,10 @@ json probe_json(const Probe& p) {
           {"unaligned", w.unaligned},
           {"offset", w.offset},
           {"xfer", bench::to_string(w.xfer)},
-          {"numa_node", w.numa_node}};
+          {"numa_node", w.numa_node},
+          {"via_library", w.via_library},
+          {"rounds", p.rounds},
+          {"engine_loop", bench::runs_engine_loop(w)}};
 }
 
 }  // namespace
@@ -100,6 +103,10 @@ std::string to_json(const Report& r) {
             {"summary", d.summary},
             {"findings", findings},
             {"notes", d.notes},
+            {"confidence",
+             {{"low", d.confidence.low},
+              {"reason", d.confidence.reason},
+              {"probes", d.confidence.probes}}},
             {"workload", workload_json(e.workload)},
             {"probes", probes},
             {"skipped", r.skipped},
@@ -126,6 +133,7 @@ std::string to_text(const Report& r) {
   out += fmt::format("Achieved: {}   ceiling (best measured): {}{}\n", rate(d.achieved_gib_s),
                      rate(d.ceiling_gib_s), d.near_ceiling ? "   near the ceiling" : "");
   out += d.summary + "\n";
+  if (d.confidence.low) out += fmt::format("Low confidence: {}\n", d.confidence.reason);
   if (!d.findings.empty()) {
     out += "\nFindings, most recovered first:\n";
     int i = 1;
@@ -143,9 +151,9 @@ std::string to_text(const Report& r) {
   }
   out += "\nProbes:\n";
   auto line = [&](const Probe& p) {
-    out += fmt::format("  {:<11} {:>11}  {:>5.2f} CPUs  {:>6.2f} s{}  {}{}\n", p.name,
-                       rate(p.gib_s), p.cpu_cores, p.seconds, p.cold_cache ? " cold" : "     ",
-                       p.change.empty() ? "(as given)" : p.change,
+    out += fmt::format("  {:<11} {:>11}  {:>5.2f} CPUs  {:>6.2f} s in {} round{}{}  {}{}\n", p.name,
+                       rate(p.gib_s), p.cpu_cores, p.seconds, p.rounds, p.rounds == 1 ? " " : "s",
+                       p.cold_cache ? " cold" : "     ", p.change.empty() ? "(as given)" : p.change,
                        p.error.empty() ? std::string{} : fmt::format("  error: {}", p.error));
   };
   line(e.baseline);

@@ -70,6 +70,7 @@ std::string rerun_command(const Row& r) {
   if (u64("submit_batch") > 0) cmd += fmt::format(" --submit-batch {}", u64("submit_batch"));
   if (u64("reap_batch") > 0) cmd += fmt::format(" --reap-batch {}", u64("reap_batch"));
   if (!w.value("huge_pages", true)) cmd += " --no-hugepages";
+  if (w.value("via_library", false)) cmd += " --via-library";
   return cmd;
 }
 

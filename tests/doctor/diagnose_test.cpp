@@ -260,6 +260,37 @@ TEST(DoctorDiagnose, GainsWithinNoiseAreNotFindings) {
   EXPECT_TRUE(diagnose(e).findings.empty());
 }
 
+// Two interleaved rounds of the baseline and of every trial compared with it: confident. One
+// round of any of them (a budget too small): low, naming those probes and the budget that would
+// give two. The combined run (once, by design) and a failed trial never lower it.
+TEST(DoctorDiagnose, ConfidenceNeedsTwoInterleavedRoundsOfEveryComparedProbe) {
+  Evidence e = evidence(0.4, bench::RwMode::randread, 64 * KiB, 32);
+  e.baseline.rounds = 2;
+  trial(e, "iodepth", 0.5, [](bench::Workload& w) { w.iodepth = 64; }).rounds = 2;
+  trial(e, "aligned", 0.9, [](bench::Workload& w) { w.unaligned = false; }).rounds = 2;
+  trial(e, "threads", 0, [](bench::Workload& w) { w.threads = 2; }).error = "failed";
+  trial(e, "combined", 1.0, [](bench::Workload& w) { w.unaligned = false; }).rounds = 1;
+  const Diagnosis sure = diagnose(e);
+  EXPECT_FALSE(sure.confidence.low) << sure.confidence.reason;
+  EXPECT_TRUE(sure.confidence.reason.empty());
+  EXPECT_TRUE(sure.confidence.probes.empty());
+
+  e.baseline.rounds = 1;
+  e.trials[1].rounds = 1;
+  e.two_round_budget_s = 9;
+  const Diagnosis d = diagnose(e);
+  EXPECT_TRUE(d.confidence.low);
+  EXPECT_EQ(d.confidence.probes, (std::vector<std::string>{"baseline", "aligned"}));
+  EXPECT_NE(d.confidence.reason.find("baseline, aligned measured in fewer than 2 interleaved "
+                                     "rounds"),
+            std::string::npos)
+      << d.confidence.reason;
+  EXPECT_NE(d.confidence.reason.find("--budget 9s"), std::string::npos) << d.confidence.reason;
+  // The finding itself is still named: low confidence qualifies it, it does not hide it.
+  ASSERT_FALSE(d.findings.empty());
+  EXPECT_EQ(d.findings[0].cause, Cause::alignment);
+}
+
 TEST(DoctorDiagnose, ABindingCgroupLimitComesFirst) {
   Evidence e = evidence(19.5 / 1024, bench::RwMode::randread, 4 * KiB);
   e.throttles.push_back({.file = "/sys/fs/cgroup/blkio/t/blkio.throttle.read_bps_device",

@@ -83,6 +83,7 @@ bench::Plan make_plan(const BenchArgs& a) {
   w.submit_batch = a.submit_batch;
   w.reap_batch = a.reap_batch;
   w.huge_pages = a.huge_pages;
+  w.via_library = a.via_library;
   if (!a.compare.empty()) plan.xfers = bench::parse_xfer_list(a.compare);
   plan.repeat = a.repeat;
   plan.drop_caches = a.drop_caches;
@@ -162,6 +163,8 @@ void add_workload_options(CLI::App* c, BenchArgs& a) {
       ->capture_default_str();
   c->add_flag("--hugepages,!--no-hugepages", a.huge_pages,
               "cpu-only: I/O buffers on transparent huge pages (default) or 4 KiB pages (fio's malloc)");
+  c->add_flag("--via-library", a.via_library,
+              "cpu-only: through sluice::read/write (as unaligned offsets go) instead of the engine loop");
 }
 
 void add_output_options(CLI::App* c, BenchArgs& a) {

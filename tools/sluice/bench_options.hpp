@@ -51,6 +51,7 @@ struct BenchArgs {
   unsigned submit_batch = 0;
   unsigned reap_batch = 0;
   bool huge_pages = true;
+  bool via_library = false;
   bool rotate = false;        // MPI: read the files another rank wrote
   std::string stonewall;      // MPI: stop every rank this long after the common start
 };
