@@ -1,7 +1,7 @@
 # The two commands a user runs on a fresh Debian machine (as root, or with sudo available):
 #   make demo   install what the build needs, build (Release), run the main job
 #   make test   the same set-up, then every test (also the sanitizer and clang builds in CI)
-# Other targets: build, sanitize, check-clang, format, tidy, install, bench, clean.
+# Other targets: build, sanitize, check-clang, format, tidy, install, uninstall, bench, clean.
 # Warnings are errors here (the presets set SLUICE_WERROR); a plain CMake build only warns.
 
 SHELL := /bin/bash
@@ -20,7 +20,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # an npm is already there (nodesource's nodejs ships its own and conflicts with Debian's).
 NPM_PACKAGE := $(shell command -v npm >/dev/null 2>&1 || echo npm)
 
-.PHONY: all deps build demo test test-release sanitize sanitize-asan sanitize-tsan check-clang fuzz format tidy install bench clean
+.PHONY: all deps configure build demo test test-release sanitize sanitize-asan sanitize-tsan check-clang fuzz format tidy install uninstall bench clean
 
 all: build
 
@@ -34,8 +34,10 @@ deps:
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing >/dev/null; \
 	fi
 
-build: deps
+configure: deps
 	cmake --preset release -B $(BUILD)/release >/dev/null
+
+build: configure
 	cmake --build $(BUILD)/release -j $(JOBS)
 
 demo: build
@@ -75,8 +77,16 @@ format:
 tidy: build
 	git ls-files 'src/*.cpp' 'tools/*.cpp' | xargs clang-tidy -p $(BUILD)/release --quiet
 
-install: build
+# What cmake/SluiceInstall.cmake and capi/ install; the installed sluice finds its libraries
+# through an $ORIGIN-relative RUNPATH, and ldconfig runs after a root install into a folder the
+# loader searches (docs/build.md). uninstall removes what the last install into PREFIX put down.
+INSTALL_TARGETS := sluice_cli sluice_cufile
+install: configure
+	cmake --build $(BUILD)/release -j $(JOBS) --target $(INSTALL_TARGETS)
 	cmake --install $(BUILD)/release --prefix $(PREFIX)
+
+uninstall:
+	cmake -DPREFIX=$(PREFIX) -P cmake/SluiceUninstall.cmake
 
 bench: build
 	bash bench/host-vs-fio.sh
