@@ -1,5 +1,5 @@
 # The two commands a user runs on a fresh Debian machine (as root, or with sudo available):
-#   make demo   install what the build needs, build (Release), run the main job
+#   make demo   install what the build needs, build the sluice CLI (Release), run the main job
 #   make test   the same set-up, then every test (also the sanitizer and clang builds in CI)
 # Other targets: build, sanitize, check-clang, format, tidy, install, uninstall, bench, clean.
 # Warnings are errors here (the presets set SLUICE_WERROR); a plain CMake build only warns.
@@ -40,7 +40,9 @@ configure: deps
 build: configure
 	cmake --build $(BUILD)/release -j $(JOBS)
 
-demo: build
+# Only what tools/demo.sh runs (the CLI), not the test programs: a few minutes on a fresh machine.
+demo: configure
+	cmake --build $(BUILD)/release -j $(JOBS) --target sluice_cli
 	@bash tools/demo.sh $(BUILD)/release/bin/sluice
 
 test: deps test-release sanitize fuzz check-clang
