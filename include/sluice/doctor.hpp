@@ -57,6 +57,10 @@ struct Probe {
   /// Interleaved rounds it ran (baseline, trials, baseline, trials); its figures are their
   /// totals. 0: none recorded (evidence built by hand).
   unsigned rounds = 0;
+  /// Bytes other processes read from the files' device while it ran, as a fraction (0..1) of
+  /// those and its own traffic (its device reads, or the bytes it moved where more); -1 unknown
+  /// (no block device behind the files, no task I/O accounting).
+  double others_read_share = -1;
 };
 
 /// A cgroup I/O limit that applies to this process on a device behind the workload's files.
@@ -83,7 +87,8 @@ struct Evidence {
   unsigned cpus = 1;          ///< CPUs this process may run on
   double cached_before =
       -1;  ///< fraction of the workload's file bytes in the page cache before any run; -1 unknown
-  std::string fs_type;          ///< of the first file's folder
+  std::string fs_type;  ///< of the first file's folder
+  std::string devno;    ///< device of the first file's filesystem ("major:minor"); empty: unknown
   bool memory_fs = false;       ///< tmpfs/ramfs: the data lives in memory, no device behind it
   bool o_direct = true;         ///< the filesystem supports O_DIRECT
   std::uint32_t dio_align = 0;  ///< O_DIRECT offset alignment (0: unknown or none)
@@ -112,12 +117,16 @@ struct Finding {
 };
 
 /// How far the ranking can be trusted. A comparison is confident only where the baseline and the
-/// variant ran in `confident_rounds` interleaved rounds or more: noise on a busy machine then
-/// falls on both alike, where one round of each measures whatever that moment left free.
+/// variant ran in `confident_rounds` interleaved rounds or more (noise on a busy machine then
+/// falls on both alike, where one round of each measures whatever that moment left free), and
+/// had the device to themselves (another process reading the same device takes a share of it
+/// that depends on its own load, not on the knob). `combined` runs once by design and is never
+/// counted; neither is a failed trial.
 struct Confidence {
   bool low = false;
-  std::string reason;               ///< why it is low (and the budget that avoids it); empty if not
-  std::vector<std::string> probes;  ///< the probes measured in fewer rounds (`combined` never)
+  std::string reason;  ///< why it is low (and the budget that avoids it); empty if not
+  std::vector<std::string> few_rounds;     ///< compared probes that ran fewer rounds
+  std::vector<std::string> device_shared;  ///< compared probes while others read the device
 };
 
 struct Diagnosis {
@@ -136,12 +145,15 @@ inline constexpr double significant_gain = 1.2;
 inline constexpr double near_ceiling_fraction = 0.85;
 /// Interleaved rounds the baseline and each trial need for a confident comparison.
 inline constexpr unsigned confident_rounds = 2;
+/// Other processes' share of the device's reads at which a comparison is no longer confident.
+inline constexpr double shared_device_fraction = 0.25;
 
 /// Judges the evidence: pure, no I/O. Findings rank as: a binding cgroup limit first (nothing
 /// else can beat it), then a warm page cache (the figure is not the device's), then measured and
 /// estimated gains by size, changes that alter a random workload's access pattern (larger
 /// blocks) after the ones that keep it, and causes with no measured gain last. Confidence is low
-/// where the baseline or a compared trial ran fewer than `confident_rounds` rounds.
+/// where the baseline or a compared trial ran fewer than `confident_rounds` rounds, or shared
+/// the device with other processes' reads (`shared_device_fraction`).
 [[nodiscard]] Diagnosis diagnose(const Evidence& e);
 
 struct Options {

@@ -414,26 +414,43 @@ void add_platform(const Evidence& e, double achieved, double ceiling, bool near,
   }
 }
 
-// The probes compared with fewer than confident_rounds interleaved rounds. `combined` runs once
-// by design and only sets the ceiling; a failed trial is compared with nothing.
+// The probes compared with fewer than confident_rounds interleaved rounds, or while other
+// processes read the same device. `combined` runs once by design and only sets the ceiling; a
+// failed trial is compared with nothing.
 Confidence judge_confidence(const Evidence& e) {
   Confidence c;
-  if (e.baseline.rounds < confident_rounds) c.probes.push_back(e.baseline.name);
-  for (const auto& t : e.trials) {
-    if (t.name != "combined" && t.error.empty() && t.rounds < confident_rounds) {
-      c.probes.push_back(t.name);
+  double shared = 0;
+  auto judge = [&](const Probe& p) {
+    if (p.rounds < confident_rounds) c.few_rounds.push_back(p.name);
+    if (p.others_read_share >= shared_device_fraction) {
+      c.device_shared.push_back(p.name);
+      shared = std::max(shared, p.others_read_share);
     }
+  };
+  judge(e.baseline);
+  for (const auto& t : e.trials) {
+    if (t.name != "combined" && t.error.empty()) judge(t);
   }
-  if (c.probes.empty()) return c;
-  c.low = true;
-  c.reason = fmt::format(
-      "{} measured in fewer than {} interleaved rounds: what other processes left free at that "
-      "moment may decide which variant wins{}",
-      fmt::join(c.probes, ", "), confident_rounds,
-      e.two_round_budget_s > 0
-          ? fmt::format("; a budget of {:.0f} s gives every probe {} rounds (--budget {:.0f}s)",
-                        e.two_round_budget_s, confident_rounds, e.two_round_budget_s)
-          : std::string{});
+  std::vector<std::string> why;
+  if (!c.few_rounds.empty()) {
+    why.push_back(fmt::format(
+        "{} measured in fewer than {} interleaved rounds: what other processes left free at that "
+        "moment may decide which variant wins{}",
+        fmt::join(c.few_rounds, ", "), confident_rounds,
+        e.two_round_budget_s > 0
+            ? fmt::format("; a budget of {:.0f} s gives every probe {} rounds (--budget {:.0f}s)",
+                          e.two_round_budget_s, confident_rounds, e.two_round_budget_s)
+            : std::string{}));
+  }
+  if (!c.device_shared.empty()) {
+    why.push_back(fmt::format(
+        "other processes read up to {:.0f}% of the bytes read from device {} while {} ran: their "
+        "load, not the knob, may decide which variant wins; run it again when the device is not "
+        "shared",
+        shared * 100, e.devno, fmt::join(c.device_shared, ", ")));
+  }
+  c.low = !why.empty();
+  c.reason = fmt::format("{}", fmt::join(why, "; also, "));
   return c;
 }
 

@@ -1,6 +1,7 @@
 // Platform facts the doctor reads besides the check library's: page-cache residency of the
 // workload's files (mincore), dropping just those files' cache (fadvise, never the system's),
-// cgroup I/O limits on this process, and PCIe link arithmetic. These are the doctor's only
+// cgroup I/O limits on this process, the bytes read from a device and by this process (to tell
+// whether others shared the device), and PCIe link arithmetic. These are the doctor's only
 // direct OS calls; they read state and change nothing but the named files' clean cache.
 #include <fcntl.h>
 #include <sched.h>
@@ -232,6 +233,35 @@ CpuTimes cpu_times() {
     if (i != 3 && i != 4) t.busy += v;  // idle and iowait are not busy
   }
   return t;
+}
+
+std::optional<std::uint64_t> device_read_bytes(const std::string& devno) {
+  const std::size_t colon = devno.find(':');
+  if (devno.empty() || colon == std::string::npos) return std::nullopt;
+  const std::uint64_t major = to_u64(std::string_view(devno).substr(0, colon));
+  const std::uint64_t minor = to_u64(std::string_view(devno).substr(colon + 1));
+  std::istringstream in(read_all("/proc/diskstats"));
+  std::string line;
+  while (std::getline(in, line)) {
+    // major minor name reads merged sectors_read ...
+    std::istringstream f(line);
+    std::uint64_t ma = 0, mi = 0, reads = 0, merged = 0, sectors = 0;
+    std::string name;
+    if (f >> ma >> mi >> name >> reads >> merged >> sectors && ma == major && mi == minor) {
+      return sectors * 512;
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<std::uint64_t> own_read_bytes() {
+  std::istringstream in(read_all("/proc/self/io"));
+  std::string key;
+  std::uint64_t v = 0;
+  while (in >> key >> v) {
+    if (key == "read_bytes:") return v;
+  }
+  return std::nullopt;
 }
 
 std::uint64_t file_size(const std::string& path) {

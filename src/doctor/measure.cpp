@@ -18,6 +18,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <optional>
 
 #include "doctor/facts.hpp"
 #include "sluice/check.hpp"
@@ -166,7 +167,8 @@ void fill_platform(Evidence& e, const std::vector<std::string>& files) {
                        .max_gib_s = pcie_gib_s(l.max_speed, l.max_width)});
   };
   std::vector<std::string> devnos;
-  if (const std::string d = detail::devno_of_file(target); !d.empty()) devnos.push_back(d);
+  e.devno = detail::devno_of_file(target);
+  if (!e.devno.empty()) devnos.push_back(e.devno);
   if (!cr.paths.empty()) {
     const check::PathReport& p = cr.paths.front();
     e.fs_type = p.fs_type;
@@ -274,6 +276,7 @@ class ProbeRunner {
     // until the part is used, and count them together.
     const auto started = Clock::now();
     const detail::CpuTimes sys0 = detail::cpu_times();
+    const ReadCounts reads0 = read_counts();
     Totals& tot = totals_[&p];
     try {
       do {
@@ -291,6 +294,8 @@ class ProbeRunner {
     const detail::CpuTimes sys1 = detail::cpu_times();
     tot.busy += sys1.busy - sys0.busy;
     tot.jiffies += sys1.total - sys0.total;
+    count_reads(tot, reads0, read_counts());
+    p.others_read_share = tot.read_share;
     ++p.rounds;
     p.seconds = tot.secs;
     p.gib_s =
@@ -306,7 +311,33 @@ class ProbeRunner {
     std::uint64_t moved = 0;
     double secs = 0, cpu = 0;
     std::uint64_t busy = 0, jiffies = 0;
+    std::uint64_t device_read = 0, own_read = 0;  // bytes, over the rounds that could count them
+    double read_share = -1;                       // Probe::others_read_share
   };
+
+  // The bytes read from the files' device and by this process so far (none known without a
+  // block device behind the files).
+  struct ReadCounts {
+    std::optional<std::uint64_t> device, own;
+  };
+  ReadCounts read_counts() const {
+    if (e_.devno.empty()) return {};
+    return {detail::device_read_bytes(e_.devno), detail::own_read_bytes()};
+  }
+  // Others' reads against this probe's own traffic: its device reads, or the bytes it moved
+  // where that is more (reads served by the page cache, writes), so that a few stray reads by
+  // others next to a probe that hardly reads the device do not count as sharing it.
+  static void count_reads(Totals& tot, const ReadCounts& a, const ReadCounts& b) {
+    if (!a.device || !a.own || !b.device || !b.own) return;
+    tot.device_read += *b.device - *a.device;
+    tot.own_read += *b.own - *a.own;
+    // The device counts a read as it completes, this process as it submits: a few in flight at
+    // either end can put its own bytes past the device's.
+    const std::uint64_t others =
+        tot.device_read > tot.own_read ? tot.device_read - tot.own_read : 0;
+    const std::uint64_t all = others + std::max(tot.own_read, tot.moved);
+    tot.read_share = all > 0 ? static_cast<double>(others) / static_cast<double>(all) : 0;
+  }
 
   // A cold pass covers the data once: the file from --offset (threads on one file split it),
   // capped to what the fastest rate seen reads in `part` (256 MiB before any rate is known).

@@ -44,6 +44,7 @@ json probe_json(const Probe& p) {
           {"numa_node", w.numa_node},
           {"via_library", w.via_library},
           {"rounds", p.rounds},
+          {"others_read_share", p.others_read_share},
           {"engine_loop", bench::runs_engine_loop(w)}};
 }
 
@@ -86,6 +87,7 @@ std::string to_json(const Report& r) {
   json facts = {{"cpus", e.cpus},
                 {"cached_before", e.cached_before},
                 {"fs_type", e.fs_type},
+                {"devno", e.devno},
                 {"memory_fs", e.memory_fs},
                 {"o_direct", e.o_direct},
                 {"dio_align", e.dio_align},
@@ -106,7 +108,8 @@ std::string to_json(const Report& r) {
             {"confidence",
              {{"low", d.confidence.low},
               {"reason", d.confidence.reason},
-              {"probes", d.confidence.probes}}},
+              {"few_rounds", d.confidence.few_rounds},
+              {"device_shared", d.confidence.device_shared}}},
             {"workload", workload_json(e.workload)},
             {"probes", probes},
             {"skipped", r.skipped},

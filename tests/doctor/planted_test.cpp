@@ -52,11 +52,17 @@ class Planted : public ::testing::Test {
   json doctor(const std::string& args, const std::string& prefix = "") {
     json j = doctor_with(budget, args, prefix);
     if (j.contains("confidence")) {
-      EXPECT_FALSE(j["confidence"].at("low").get<bool>()) << explain(j);
+      EXPECT_TRUE(j["confidence"].at("few_rounds").empty()) << explain(j);
     } else {
       ADD_FAILURE() << "no confidence in the report:\n" << explain(j);
     }
     return j;
+  }
+
+  // Other processes' reads of the same device while the doctor measured (the doctor says so):
+  // their load, not the planted knob, may then decide the ranking.
+  static bool device_shared(const json& j) {
+    return j.contains("confidence") && !j["confidence"].at("device_shared").empty();
   }
 
   json doctor_with(const std::string& budget_option, const std::string& args,
@@ -132,7 +138,6 @@ TEST_F(Planted, UnalignedOffsets) {
   if (f.empty()) GTEST_SKIP() << "no disk folder";
   const json j = doctor(fmt::format(
       "--file {} --rw randread --block-size 4K --iodepth 32 --unaligned", shell_quote(f)));
-  EXPECT_EQ(top(j), "alignment") << explain(j);
   ASSERT_TRUE(j.contains("probes")) << explain(j);
   bool aligned = false;
   for (const json& p : j["probes"]) {
@@ -141,6 +146,14 @@ TEST_F(Planted, UnalignedOffsets) {
     aligned = aligned || p.at("name") == "aligned";
   }
   EXPECT_TRUE(aligned) << explain(j);
+  // Another process reading the disk takes a share of it that follows the number of reads in
+  // flight, which is what alignment halves: the planted gain can vanish, and the doctor says so.
+  if (device_shared(j)) {
+    EXPECT_TRUE(j["confidence"].at("low").get<bool>()) << explain(j);
+    GTEST_SKIP() << "the disk was shared: " << j["confidence"].at("reason").get<std::string>()
+                 << "; top finding " << top(j);
+  }
+  EXPECT_EQ(top(j), "alignment") << explain(j);
 }
 
 // A budget too small for two rounds each: the doctor still diagnoses, and says that its
@@ -152,15 +165,15 @@ TEST_F(Planted, ABudgetTooSmallForTwoRoundsSaysSo) {
   ASSERT_TRUE(j.contains("confidence") && j.contains("probes")) << explain(j);
   const json& c = j["confidence"];
   EXPECT_TRUE(c.at("low").get<bool>()) << explain(j);
-  ASSERT_FALSE(c.at("probes").empty()) << explain(j);
-  EXPECT_EQ(c["probes"][0], "baseline") << explain(j);
+  ASSERT_FALSE(c.at("few_rounds").empty()) << explain(j);
+  EXPECT_EQ(c["few_rounds"][0], "baseline") << explain(j);
   EXPECT_NE(c.at("reason").get<std::string>().find("--budget "), std::string::npos) << explain(j);
   std::vector<std::string> once;
   for (const json& p : j["probes"]) {
     EXPECT_EQ(p.at("rounds"), 1) << explain(j);
     if (p.at("name") != "combined" && p.at("error") == "") once.push_back(p.at("name"));
   }
-  EXPECT_EQ(c["probes"].get<std::vector<std::string>>(), once) << explain(j);
+  EXPECT_EQ(c["few_rounds"].get<std::vector<std::string>>(), once) << explain(j);
 }
 
 // One thread whose every I/O costs CPU (reads of page-cache data checked against the pattern):
