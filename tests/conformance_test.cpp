@@ -49,7 +49,7 @@ class Conformance : public ::testing::TestWithParam<Param> {
  protected:
   void SetUp() override {
     std::string why;
-    if (!engine_usable(GetParam().engine, &why)) GTEST_SKIP() << "io_uring unavailable: " << why;
+    if (!engine_usable(GetParam().engine, &why)) SLUICE_SKIP_OR_FAIL("io_uring unavailable: " + why);
     const auto root = folder_root(GetParam().folder, &why);
     if (!root) GTEST_SKIP() << why;
     dir_ = std::make_unique<TempDir>(*root);

@@ -165,7 +165,7 @@ class Faults : public ::testing::TestWithParam<FaultParam> {
  protected:
   void SetUp() override {
     std::string why;
-    if (!test::engine_usable(GetParam().engine, &why)) GTEST_SKIP() << "io_uring unavailable: " << why;
+    if (!test::engine_usable(GetParam().engine, &why)) SLUICE_SKIP_OR_FAIL("io_uring unavailable: " + why);
     const auto root = test::folder_root(GetParam().folder, &why);
     if (!root) GTEST_SKIP() << why;
     dir_ = std::make_unique<TempDir>(*root);

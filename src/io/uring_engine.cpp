@@ -6,11 +6,6 @@
 #include "sluice/error.hpp"
 
 namespace sluice {
-namespace {
-
-constexpr unsigned file_slots = 64;
-
-}  // namespace
 
 UringEngine::UringEngine(unsigned depth) : depth_(depth) {
   io_uring_params params{};

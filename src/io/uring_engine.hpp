@@ -28,6 +28,15 @@ class UringEngine final : public IoEngine {
   int register_file(int fd) override;
   void unregister_file(int slot) override;
 
+  /// Whether a set of fixed buffers is registered with the ring now.
+  [[nodiscard]] bool buffers_registered() const noexcept { return buffers_registered_; }
+  /// Files registered in the sparse table now (0 where the kernel refused the table).
+  [[nodiscard]] unsigned files_registered() const noexcept {
+    return files_ready_ ? file_slots - static_cast<unsigned>(free_slots_.size()) : 0;
+  }
+  /// Slots in the sparse file table.
+  static constexpr unsigned file_slots = 64;
+
  private:
   std::size_t reap(std::span<IoCompletion> out);
 

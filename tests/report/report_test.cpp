@@ -113,9 +113,26 @@ TEST(Report, RefusesAnotherSchemaAndSaysWhich) {
   EXPECT_NE(msg.find("newer"), std::string::npos) << msg;
   doc["schema"] = "1";
   EXPECT_NE(usage_error(doc.dump()).find("not an integer"), std::string::npos);
-  // Written before "schema" existed: the same layout, read.
+  // Written before "schema" existed: the same layout, read into the page the same document
+  // with the schema makes, but for the line that names the schema.
+  doc["schema"] = bench::report_schema_version;
+  const std::string with_schema = render_html({input(doc)}, {.title = "t", .charts = false});
   doc.erase("schema");
-  EXPECT_NO_THROW((void)render_html({input(doc)}));
+  const std::string page = render_html({input(doc)}, {.title = "t", .charts = false});
+  // The page without its "report schema" row, and that row.
+  auto split = [](const std::string& p) {
+    const std::size_t at = p.find("<tr><td>report schema</td>");
+    const std::size_t end = p.find('\n', at);
+    EXPECT_NE(at, std::string::npos) << "no report schema row";
+    if (at == std::string::npos || end == std::string::npos) return std::pair{p, std::string()};
+    return std::pair{p.substr(0, at) + p.substr(end), p.substr(at, end - at)};
+  };
+  const auto [rest, row] = split(page);
+  EXPECT_NE(row.find("(before schema 1)"), std::string::npos) << row;
+  EXPECT_EQ(rest, split(with_schema).first);
+  EXPECT_NE(page.find("<section id=\"results\">"), std::string::npos);
+  EXPECT_NE(page.find("sluice bench --file /mnt/x --xfer cpu-only --rw read --block-size 1048576"),
+            std::string::npos);
 }
 
 TEST(Report, EveryPageHasEverySectionAndSaysWhetherItHasCharts) {
