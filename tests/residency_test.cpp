@@ -1,6 +1,7 @@
 // The page-cache residency probe: cachestat and the mincore fallback agree with what a test put
 // in the cache (a file dropped from the cache with fadvise, then pages read back with readahead
-// off). Needs a disk-backed folder whose cache can be dropped per file; skips elsewhere.
+// off), and the reasons reads give for what they found. Needs a disk-backed folder whose cache
+// can be dropped per file; skips elsewhere.
 #include "sluice/residency.hpp"
 
 #include <fcntl.h>
@@ -15,6 +16,7 @@
 #include "sluice/units.hpp"
 #include "support/residency_util.hpp"
 #include "support/test_util.hpp"
+#include "transfer/pipeline.hpp"
 
 namespace sluice {
 namespace {
@@ -118,6 +120,21 @@ TEST(ResidencyProbeTest, EmptyRangeAndBadDescriptor) {
   const Residency r = bad.probe(0, MiB);
   EXPECT_EQ(r.pages, 256U);
   EXPECT_EQ(r.cached, 0U);  // unknown counts as not cached: reads stay O_DIRECT
+}
+
+TEST(ResidencyReasonTest, SaysWhatWasDone) {
+  using detail::ResidencyTally;
+  EXPECT_EQ(detail::residency_reason({}, "O_DIRECT"), "O_DIRECT");
+  EXPECT_EQ(detail::residency_reason(ResidencyTally{4, 1024, 1024, 4 * MiB, 0}, "O_DIRECT"),
+            "page cache held 100% of the range: buffered");
+  EXPECT_EQ(detail::residency_reason(ResidencyTally{4, 1024, 0, 0, 4 * MiB}, "O_DIRECT"),
+            "page cache held 0% of the range: O_DIRECT");
+  EXPECT_EQ(detail::residency_reason(ResidencyTally{4, 1000, 620, 3 * MiB, MiB}, "O_DIRECT"),
+            "page cache held 62% of the range: mixed: 3.00 MiB buffered, 1.00 MiB O_DIRECT");
+  // Never "100%" unless every page was there, never "0%" when some were.
+  EXPECT_EQ(detail::residency_reason(ResidencyTally{1, 1000, 999, MiB, 0}, "x"),
+            "page cache held 99% of the range: buffered");
+  EXPECT_EQ(detail::residency_reason(ResidencyTally{1, 1000, 1, 0, MiB}, "x"), "page cache held 1% of the range: x");
 }
 
 }  // namespace
