@@ -1,5 +1,12 @@
 // sluice read: the project's dd, file -> (host or GPU) memory -> OUT. The range is read in pieces through the
 // library, two pieces in turn, so the next read runs while the previous piece is written out.
+//
+// Piece size (unless --piece says): four chunks (4 x io_size, or 4 x bounce_buffer_size for GPU
+// memory) when reads go through the page cache (cache_policy use, or auto and the cache holds
+// at least half of the range), else 16 chunks and at least 64 MiB. Reading from the cache is a
+// memory copy: a small pair of buffers stays in the CPU's cache and costs little to map (two
+// 256 MiB buffers made a warm 1 GiB read 2-3x slower than dd). Reading from the device wants
+// many I/Os in flight, which a larger piece gives.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -14,6 +21,7 @@
 #include "commands.hpp"
 #include "sluice/error.hpp"
 #include "sluice/file.hpp"
+#include "sluice/residency.hpp"
 #include "sluice/units.hpp"
 
 namespace sluice::cli {
@@ -26,20 +34,34 @@ struct ReadArgs {
   std::string out;
   std::string path = "auto";
   std::string device;
-  std::string piece = "256M";
+  std::string piece = "auto";
+  std::string cache_policy;
   bool json = false;
 };
 
+std::uint64_t auto_piece(const File& file, std::uint64_t offset, std::uint64_t length, bool device) {
+  const Config& cfg = *config();
+  const std::uint64_t chunk = device ? cfg.bounce_buffer_size : cfg.io_size;
+  const std::uint64_t from_cache = 4 * chunk;
+  const std::uint64_t from_device = std::max<std::uint64_t>(16 * chunk, 64 * MiB);
+  if (cfg.cache_policy == "use" || !cfg.direct_io || !file.has_direct()) return from_cache;
+  const std::uint64_t size = file.size();
+  if (cfg.cache_policy == "bypass" || offset >= size || length == 0) return from_device;
+  const Residency r = page_cache_residency(file.fd(), offset, std::min(length, size - offset));
+  return 2 * r.cached >= r.pages ? from_cache : from_device;
+}
+
 int run_read(const ReadArgs& a) {
   const std::uint64_t offset = to_size(a.offset, "--offset");
-  const std::uint64_t piece = to_size(a.piece, "--piece");
-  if (piece == 0) throw UsageError("--piece must be larger than 0");
+  apply_cache_policy(a.cache_policy);
   const TransferTarget target = TransferTarget::from_args(a.device, a.path);
 
   File file = File::open(a.file, OpenMode::read);
   const std::uint64_t file_size = file.size();
   std::uint64_t length = a.length.empty() ? (offset < file_size ? file_size - offset : 0)
                                           : to_size(a.length, "--length");
+  const std::uint64_t piece = a.piece == "auto" ? auto_piece(file, offset, length, target.device != nullptr) : to_size(a.piece, "--piece");
+  if (piece == 0) throw UsageError("--piece must be larger than 0");
 
   const bool to_stdout = a.out == "-";
   int out_fd = STDOUT_FILENO;
@@ -68,6 +90,7 @@ int run_read(const ReadArgs& a) {
     total.bytes += r.bytes;
     total.seconds += r.seconds;
     total.ios += r.ios;
+    total.cached_bytes += r.cached_bytes;
     total.path = r.path;
     if (r.bytes > 0) total.reason = r.reason;
     pos += r.bytes;
@@ -98,8 +121,12 @@ Runner add_read_command(CLI::App& app) {
       ->check(size_validator());
   cmd->add_option("--out", args->out, "where the bytes go ('-' for standard output)")->required();
   add_target_options(cmd, args->device, args->path);
-  cmd->add_option("--piece", args->piece, "bytes per library call while streaming")->capture_default_str()
-      ->check(size_validator());
+  add_cache_policy_option(cmd, args->cache_policy);
+  cmd->add_option("--piece", args->piece,
+                  "bytes per library call while streaming (auto: 4M when the page cache holds at least half "
+                  "of the range, else 64M)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto"}) | size_validator());
   cmd->add_flag("--json", args->json, "print one JSON line: path, reason, bytes, seconds");
   return [args] { return run_read(*args); };
 }
