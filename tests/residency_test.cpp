@@ -92,6 +92,21 @@ TEST_P(ResidencyTest, DirtyPagesAreCachedAndCountedWhereTheKernelSays) {
   }
 }
 
+TEST_P(ResidencyTest, EdgesFirstThenTheWholeRangeWhenTheyDisagree) {
+  const ResidencyProbe p(fd_, 0, size, GetParam());
+  test::make_resident(path_, 0, MiB);                       // [0, 1 MiB) wholly
+  test::make_resident(path_, 2 * MiB, MiB / 4);             // [2, 3) MiB: its first quarter
+  test::make_resident(path_, 4 * MiB, 64 * KiB);            // [4, 5) MiB: both edges, not the middle
+  test::make_resident(path_, 5 * MiB - 64 * KiB, 64 * KiB);
+  EXPECT_EQ(p.probe_edges(0, MiB).cached, 256U);
+  EXPECT_EQ(p.probe_edges(MiB, MiB).cached, 0U);
+  EXPECT_EQ(p.probe_edges(2 * MiB, MiB).cached, 64U);       // edges disagree: every page counted
+  EXPECT_EQ(p.probe_edges(4 * MiB, MiB).cached, 256U);      // edges agree: an estimate, hole missed
+  EXPECT_EQ(p.probe(4 * MiB, MiB).cached, 32U);
+  // Small ranges are probed whole.
+  EXPECT_EQ(p.probe_edges(4 * MiB, 256 * KiB).cached, 16U);
+}
+
 // page_cache_residency asks cachestat first whatever the parameter: it runs twice, harmlessly.
 TEST_P(ResidencyTest, OneShotProbeAgrees) {
   test::make_resident(path_, 0, MiB);

@@ -47,8 +47,16 @@ class ResidencyProbe {
   ResidencyProbe(const ResidencyProbe&) = delete;
   ResidencyProbe& operator=(const ResidencyProbe&) = delete;
 
-  /// [offset, offset + size), which must lie inside the constructor's range.
+  /// [offset, offset + size), which must lie inside the constructor's range. Costs in proportion
+  /// to the pages the cache holds (cachestat visits each: ~15 us for a cached MiB, 0.4 us for an
+  /// uncached one, on a busy 2-core VM).
   [[nodiscard]] Residency probe(std::uint64_t offset, std::uint64_t size) const noexcept;
+  /// The same answer, cheaper for large ranges, which are nearly always wholly cached or wholly
+  /// not: the first and last `edge_bytes` are probed, and the whole range only when those two
+  /// disagree (one at least half cached, the other not). When they agree, `cached` is their
+  /// count scaled to the range: an estimate that misses a hole in the middle.
+  [[nodiscard]] Residency probe_edges(std::uint64_t offset, std::uint64_t size) const noexcept;
+  static constexpr std::uint64_t edge_bytes = 64 << 10;
   [[nodiscard]] ResidencyMethod method() const noexcept { return method_; }
 
  private:

@@ -74,7 +74,7 @@ void run_engine_thread(const ThreadJob& job, ThreadOutcome& out) {
   auto buffered_read = [&](const OffsetGen::Op& op) {
     if (!direct || op.op != IoOp::read || w.cache_policy == "bypass") return false;
     if (!residency) return true;  // use
-    const Residency r = residency->probe(op.offset, op.len);
+    const Residency r = residency->probe_edges(op.offset, op.len);
     return 2 * r.cached >= r.pages;
   };
   std::uint64_t cached_ios = 0;

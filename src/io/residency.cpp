@@ -131,6 +131,20 @@ Residency ResidencyProbe::probe(std::uint64_t offset, std::uint64_t size) const 
   return r;
 }
 
+Residency ResidencyProbe::probe_edges(std::uint64_t offset, std::uint64_t size) const noexcept {
+  if (size <= 4 * edge_bytes) return probe(offset, size);
+  const Residency head = probe(offset, edge_bytes);
+  const Residency tail = probe(offset + size - edge_bytes, edge_bytes);
+  const bool head_in = 2 * head.cached >= head.pages;
+  const bool tail_in = 2 * tail.cached >= tail.pages;
+  if (head_in != tail_in || head.method != tail.method) return probe(offset, size);
+  Residency r{.pages = pages_of(offset, size), .method = head.method};
+  const std::uint64_t seen = head.pages + tail.pages;
+  r.cached = (head.cached + tail.cached) * r.pages / seen;
+  r.dirty = (head.dirty + tail.dirty) * r.pages / seen;
+  return r;
+}
+
 Residency page_cache_residency(int fd, std::uint64_t offset, std::uint64_t size) {
   if (size == 0) {
     struct stat st {};

@@ -135,7 +135,7 @@ class Worker {
   Chunk place(const Chunk& c) {
     if (spec_.residency == nullptr || !is_direct(c.mode)) return c;
     const std::uint64_t n = c.user_end - c.user_begin;
-    const Residency r = spec_.residency->probe(c.user_begin, n);
+    const Residency r = spec_.residency->probe_edges(c.user_begin, n);
     auto& tally = job_.residency;
     tally.probes.fetch_add(1, std::memory_order_relaxed);
     tally.pages.fetch_add(r.pages, std::memory_order_relaxed);

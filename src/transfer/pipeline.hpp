@@ -5,7 +5,8 @@
 // memory, asynchronous device copies (overlapping the next reads) for GPU memory.
 //
 // Reads with a residency probe ask, just before each O_DIRECT chunk is issued, how much of it the
-// page cache holds; a chunk held at least half is read through the buffered descriptor instead
+// page cache holds (ResidencyProbe::probe_edges: its first and last 64 KiB, the whole chunk only
+// when they disagree); a chunk held at least half is read through the buffered descriptor instead
 // (into the caller's host memory, or the staging buffer for device memory), so one request mixes
 // buffered and O_DIRECT chunks. The tally says what was done, for the reason.
 #pragma once
