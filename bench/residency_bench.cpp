@@ -28,7 +28,8 @@ std::uint64_t g_size = 0;
 constexpr std::uint64_t MiB = 1 << 20;
 
 sluice::ResidencyMethod method_of(const benchmark::State& state) {
-  return state.range(0) == 0 ? sluice::ResidencyMethod::cachestat : sluice::ResidencyMethod::mincore;
+  return state.range(0) == 0 ? sluice::ResidencyMethod::cachestat
+                             : sluice::ResidencyMethod::mincore;
 }
 
 bool usable(benchmark::State& state, const sluice::ResidencyProbe& p) {
@@ -37,7 +38,8 @@ bool usable(benchmark::State& state, const sluice::ResidencyProbe& p) {
   return false;
 }
 
-sluice::Residency ask(const sluice::ResidencyProbe& p, bool edges, std::uint64_t at, std::uint64_t n) {
+sluice::Residency ask(const sluice::ResidencyProbe& p, bool edges, std::uint64_t at,
+                      std::uint64_t n) {
   return edges ? p.probe_edges(at, n) : p.probe(at, n);
 }
 
@@ -62,12 +64,13 @@ void BM_ProbeFileByChunks(benchmark::State& state) {
   if (!usable(state, probe)) return;
   std::uint64_t cached = 0;
   for (auto _ : state) {
-    for (std::uint64_t at = 0; at + MiB <= g_size; at += MiB) cached += ask(probe, edges, at, MiB).cached;
+    for (std::uint64_t at = 0; at + MiB <= g_size; at += MiB)
+      cached += ask(probe, edges, at, MiB).cached;
   }
   benchmark::DoNotOptimize(cached);
   state.counters["probes"] = static_cast<double>(g_size / MiB);
-  state.counters["cached_fraction"] =
-      static_cast<double>(probe.probe(0, g_size).cached) / static_cast<double>((g_size + 4095) / 4096);
+  state.counters["cached_fraction"] = static_cast<double>(probe.probe(0, g_size).cached) /
+                                      static_cast<double>((g_size + 4095) / 4096);
 }
 
 void BM_ProbeFileAtOnce(benchmark::State& state) {
@@ -117,7 +120,8 @@ int main(int argc, char** argv) {
   g_fd = ::open(argv[1], O_RDONLY | O_CLOEXEC);
   struct stat st {};
   if (g_fd < 0 || ::fstat(g_fd, &st) != 0 || st.st_size < static_cast<off_t>(4 * MiB)) {
-    std::fprintf(stderr, "sluice_residency_bench: %s: cannot open, or smaller than 4 MiB\n", argv[1]);
+    std::fprintf(stderr, "sluice_residency_bench: %s: cannot open, or smaller than 4 MiB\n",
+                 argv[1]);
     return 1;
   }
   g_size = static_cast<std::uint64_t>(st.st_size);

@@ -65,7 +65,8 @@ class Recorder {
 
 class RecordingEngine final : public IoEngine {
  public:
-  RecordingEngine(std::unique_ptr<IoEngine> inner, Recorder& rec) : inner_(std::move(inner)), rec_(rec) {}
+  RecordingEngine(std::unique_ptr<IoEngine> inner, Recorder& rec)
+      : inner_(std::move(inner)), rec_(rec) {}
   [[nodiscard]] EngineKind kind() const noexcept override { return inner_->kind(); }
   [[nodiscard]] std::string_view name() const noexcept override { return "recording"; }
   [[nodiscard]] unsigned capacity() const noexcept override { return inner_->capacity(); }
@@ -114,14 +115,16 @@ class CachePolicyTest : public ::testing::TestWithParam<std::string> {
     test::write_file(path_, data_);
     file_ = File::open(path_, OpenMode::read);
     if (!file_.has_direct()) GTEST_SKIP() << "no O_DIRECT: " << file_.direct_reason();
-    if (!test::drop_cache(path_)) GTEST_SKIP() << "the page cache of " << path_ << " cannot be dropped per file";
+    if (!test::drop_cache(path_))
+      GTEST_SKIP() << "the page cache of " << path_ << " cannot be dropped per file";
     recorder_.watch(file_);
     factory_ = std::make_unique<test::ScopedEngineFactory>([this](EngineKind k, unsigned depth) {
       return std::make_unique<RecordingEngine>(test::make_inner_engine(k, depth), recorder_);
     });
   }
 
-  [[nodiscard]] TransferOptions options(std::string_view policy, std::uint64_t io_size = 256 * KiB) const {
+  [[nodiscard]] TransferOptions options(std::string_view policy,
+                                        std::uint64_t io_size = 256 * KiB) const {
     Config cfg;
     cfg.set("engine", GetParam());
     cfg.set("threads", "2");
@@ -173,7 +176,8 @@ TEST_P(CachePolicyTest, ColdRangeIsReadDirect) {
 TEST_P(CachePolicyTest, PartlyResidentRangeMixesChunkByChunk) {
   test::make_resident(path_, 0, size / 2);
   const TransferResult r = read_checked(0, size, options("auto"));
-  EXPECT_EQ(r.reason, "page cache held 50% of the range: mixed: 4.00 MiB buffered, 4.00 MiB O_DIRECT");
+  EXPECT_EQ(r.reason,
+            "page cache held 50% of the range: mixed: 4.00 MiB buffered, 4.00 MiB O_DIRECT");
   for (const Recorded& rec : recorder_.reads()) {
     EXPECT_EQ(rec.direct, rec.offset >= size / 2) << "read at " << rec.offset;
   }
@@ -216,9 +220,12 @@ TEST_P(CachePolicyTest, ChoosePathSaysWhatTheCacheHolds) {
   EXPECT_EQ(choose_path(file_, buf.data(), MiB, MiB, options("auto")).reason,
             "host memory: page cache holds 0% of the range: O_DIRECT");
   EXPECT_EQ(choose_path(file_, buf.data(), 2 * MiB, 0, options("auto")).reason,
-            "host memory: page cache holds 50% of the range: chunks it holds buffered, the rest O_DIRECT");
-  EXPECT_EQ(choose_path(file_, buf.data(), MiB, 0, options("bypass")).reason, "host memory: O_DIRECT");
-  EXPECT_EQ(choose_path(file_, buf.data(), MiB, 0, options("use")).reason, "host memory: buffered: cache_policy use");
+            "host memory: page cache holds 50% of the range: chunks it holds buffered, the rest "
+            "O_DIRECT");
+  EXPECT_EQ(choose_path(file_, buf.data(), MiB, 0, options("bypass")).reason,
+            "host memory: O_DIRECT");
+  EXPECT_EQ(choose_path(file_, buf.data(), MiB, 0, options("use")).reason,
+            "host memory: buffered: cache_policy use");
 }
 
 // Unaligned ranges into unaligned buffers, chunks of 64 KiB over a cache pattern of 48 KiB in,
@@ -237,8 +244,11 @@ TEST_P(CachePolicyTest, StraddlingUnalignedRangesStayExactBesideAWriter) {
     std::uint64_t offset, n;
     std::size_t shift;
   };
-  const Case cases[] = {{4097, 5 * MiB + 3, 3}, {1, writer_at - 2, 1}, {96 * KiB - 1, 130 * KiB, 0},
-                        {48 * KiB + 512, 3 * MiB, 512}, {5 * MiB + 17, 17, 7}};
+  const Case cases[] = {{4097, 5 * MiB + 3, 3},
+                        {1, writer_at - 2, 1},
+                        {96 * KiB - 1, 130 * KiB, 0},
+                        {48 * KiB + 512, 3 * MiB, 512},
+                        {5 * MiB + 17, 17, 7}};
   std::uint64_t direct = 0, buffered = 0;
   for (const Case& c : cases) {
     SCOPED_TRACE(fmt::format("offset {} size {} shift {}", c.offset, c.n, c.shift));
@@ -284,17 +294,20 @@ TEST_P(CachePolicyTest, BouncePathReadsCachedChunksIntoStaging) {
   recorder_.watch(file_);
   const TransferResult r = sluice::read(file_, buf.data(), size, 0, o);
   EXPECT_EQ(r.path, Path::bounce);
-  EXPECT_TRUE(r.reason.starts_with("page cache held 50% of the range: mixed: 4.00 MiB buffered, 4.00 MiB O_DIRECT via"))
+  EXPECT_TRUE(r.reason.starts_with(
+      "page cache held 50% of the range: mixed: 4.00 MiB buffered, 4.00 MiB O_DIRECT via"))
       << r.reason;
   std::vector<std::byte> back(size);
   dev->copy_to_host(back.data(), buf.data(), size);
   EXPECT_TRUE(test::same_bytes(back, data_));
-  for (const Recorded& rec : recorder_.reads()) EXPECT_EQ(rec.direct, rec.offset >= size / 2) << rec.offset;
+  for (const Recorded& rec : recorder_.reads())
+    EXPECT_EQ(rec.direct, rec.offset >= size / 2) << rec.offset;
 
   // Fully cached: every chunk buffered, through the same pinned buffers.
   test::make_resident(path_, 0, size);
   const TransferResult all = sluice::read(file_, buf.data(), size, 0, o);
-  EXPECT_TRUE(all.reason.starts_with("page cache held 100% of the range: buffered via")) << all.reason;
+  EXPECT_TRUE(all.reason.starts_with("page cache held 100% of the range: buffered via"))
+      << all.reason;
 }
 
 INSTANTIATE_TEST_SUITE_P(Engines, CachePolicyTest, ::testing::Values("psync", "uring"),

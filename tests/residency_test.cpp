@@ -32,7 +32,8 @@ class ResidencyTest : public ::testing::TestWithParam<ResidencyMethod> {
     dir_ = std::make_unique<test::TempDir>(*root);
     path_ = dir_->file("resident.bin");
     test::write_file(path_, test::random_bytes(size, 7));
-    if (!test::drop_cache(path_)) GTEST_SKIP() << "the page cache of " << path_ << " cannot be dropped per file";
+    if (!test::drop_cache(path_))
+      GTEST_SKIP() << "the page cache of " << path_ << " cannot be dropped per file";
     fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
     ASSERT_GE(fd_, 0);
   }
@@ -61,8 +62,8 @@ TEST_P(ResidencyTest, ColdFileHoldsNothing) {
 }
 
 TEST_P(ResidencyTest, CountsExactlyThePagesReadIn) {
-  test::make_resident(path_, MiB, 2 * MiB);           // pages 256..767
-  test::make_resident(path_, 6 * MiB + 8192, 4096);   // page 1538
+  test::make_resident(path_, MiB, 2 * MiB);          // pages 256..767
+  test::make_resident(path_, 6 * MiB + 8192, 4096);  // page 1538
   EXPECT_EQ(probe(0, size).cached, 512U + 1U);
   EXPECT_EQ(probe(MiB, 2 * MiB).cached, 512U);
   EXPECT_EQ(probe(MiB, 2 * MiB).fraction(), 1.0);
@@ -94,14 +95,14 @@ TEST_P(ResidencyTest, DirtyPagesAreCachedAndCountedWhereTheKernelSays) {
 
 TEST_P(ResidencyTest, EdgesFirstThenTheWholeRangeWhenTheyDisagree) {
   const ResidencyProbe p(fd_, 0, size, GetParam());
-  test::make_resident(path_, 0, MiB);                       // [0, 1 MiB) wholly
-  test::make_resident(path_, 2 * MiB, MiB / 4);             // [2, 3) MiB: its first quarter
-  test::make_resident(path_, 4 * MiB, 64 * KiB);            // [4, 5) MiB: both edges, not the middle
+  test::make_resident(path_, 0, MiB);             // [0, 1 MiB) wholly
+  test::make_resident(path_, 2 * MiB, MiB / 4);   // [2, 3) MiB: its first quarter
+  test::make_resident(path_, 4 * MiB, 64 * KiB);  // [4, 5) MiB: both edges, not the middle
   test::make_resident(path_, 5 * MiB - 64 * KiB, 64 * KiB);
   EXPECT_EQ(p.probe_edges(0, MiB).cached, 256U);
   EXPECT_EQ(p.probe_edges(MiB, MiB).cached, 0U);
-  EXPECT_EQ(p.probe_edges(2 * MiB, MiB).cached, 64U);       // edges disagree: every page counted
-  EXPECT_EQ(p.probe_edges(4 * MiB, MiB).cached, 256U);      // edges agree: an estimate, hole missed
+  EXPECT_EQ(p.probe_edges(2 * MiB, MiB).cached, 64U);   // edges disagree: every page counted
+  EXPECT_EQ(p.probe_edges(4 * MiB, MiB).cached, 256U);  // edges agree: an estimate, hole missed
   EXPECT_EQ(p.probe(4 * MiB, MiB).cached, 32U);
   // Small ranges are probed whole.
   EXPECT_EQ(p.probe_edges(4 * MiB, 256 * KiB).cached, 16U);
@@ -149,7 +150,8 @@ TEST(ResidencyReasonTest, SaysWhatWasDone) {
   // Never "100%" unless every page was there, never "0%" when some were.
   EXPECT_EQ(detail::residency_reason(ResidencyTally{1, 1000, 999, MiB, 0}, "x"),
             "page cache held 99% of the range: buffered");
-  EXPECT_EQ(detail::residency_reason(ResidencyTally{1, 1000, 1, 0, MiB}, "x"), "page cache held 1% of the range: x");
+  EXPECT_EQ(detail::residency_reason(ResidencyTally{1, 1000, 1, 0, MiB}, "x"),
+            "page cache held 1% of the range: x");
 }
 
 }  // namespace

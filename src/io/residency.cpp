@@ -60,9 +60,12 @@ bool cachestat(int fd, std::uint64_t offset, std::uint64_t size, Residency* out)
 
 std::string_view to_string(ResidencyMethod m) noexcept {
   switch (m) {
-    case ResidencyMethod::cachestat: return "cachestat";
-    case ResidencyMethod::mincore: return "mincore";
-    case ResidencyMethod::none: return "none";
+    case ResidencyMethod::cachestat:
+      return "cachestat";
+    case ResidencyMethod::mincore:
+      return "mincore";
+    case ResidencyMethod::none:
+      return "none";
   }
   return "?";
 }
@@ -83,7 +86,8 @@ ResidencyProbe::ResidencyProbe(int fd, std::uint64_t offset, std::uint64_t size,
     : fd_(fd) {
   if (size == 0) return;
   Residency first{.pages = 1};
-  if (prefer == ResidencyMethod::cachestat && have_cachestat() && cachestat(fd, offset, 1, &first)) {
+  if (prefer == ResidencyMethod::cachestat && have_cachestat() &&
+      cachestat(fd, offset, 1, &first)) {
     method_ = ResidencyMethod::cachestat;
     return;
   }

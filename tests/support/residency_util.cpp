@@ -39,7 +39,8 @@ void make_resident(const std::string& path, std::uint64_t offset, std::uint64_t 
   ASSERT_EQ(::posix_fadvise(f.fd, 0, 0, POSIX_FADV_RANDOM), 0);
   std::vector<char> buf(1 << 20);
   for (std::uint64_t done = 0; done < size;) {
-    const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(buf.size(), size - done));
+    const std::size_t n =
+        static_cast<std::size_t>(std::min<std::uint64_t>(buf.size(), size - done));
     const ssize_t r = ::pread(f.fd, buf.data(), n, static_cast<off_t>(offset + done));
     ASSERT_GT(r, 0) << path << " at " << offset + done;
     done += static_cast<std::uint64_t>(r);

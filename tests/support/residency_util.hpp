@@ -16,6 +16,7 @@ namespace sluice::test {
 void make_resident(const std::string& path, std::uint64_t offset, std::uint64_t size);
 
 /// Pages of `path` in the page cache over [offset, offset + size).
-[[nodiscard]] std::uint64_t cached_pages(const std::string& path, std::uint64_t offset, std::uint64_t size);
+[[nodiscard]] std::uint64_t cached_pages(const std::string& path, std::uint64_t offset,
+                                         std::uint64_t size);
 
 }  // namespace sluice::test
