@@ -1,5 +1,5 @@
 // sluice read: the project's dd, file -> (host or GPU) memory -> OUT. The range is read in pieces through the
-// library, two pieces in turn, so the next read runs while the previous piece is written out.
+// library, two in flight, so the next reads run while a piece is written out.
 //
 // Piece size (unless --piece says), when reads go through the page cache (cache_policy use, or
 // auto and the cache holds 90% of the range or more): four chunks (4 x io_size, or 4 x
@@ -14,10 +14,13 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <deque>
 #include <memory>
-#include <optional>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -81,6 +84,62 @@ std::uint64_t auto_piece(const File& file, std::uint64_t offset, std::uint64_t l
   return 10 * cached >= 9 * pages ? from_cache : from_device;
 }
 
+// Reads [offset, offset + length) in pieces, two in flight, and writes each out in order while
+// the next ones are read: a read never waits for the hand-off that starts the one after it. The
+// result's seconds are the wall time of the whole stream.
+TransferResult stream_pieces(const File& file, const TransferTarget& target, std::uint64_t offset,
+                             std::uint64_t length, std::uint64_t piece, int out_fd, const std::string& out_name) {
+  constexpr std::size_t in_flight = 2;
+  const std::uint64_t pieces = (length + piece - 1) / piece;
+  const std::size_t nbufs = static_cast<std::size_t>(std::clamp<std::uint64_t>(pieces, 1, in_flight + 1));
+  const auto buf_size = static_cast<std::size_t>(std::min(piece, std::max<std::uint64_t>(length, 1)));
+  std::vector<std::unique_ptr<PieceBuffer>> bufs;
+  for (std::size_t i = 0; i < nbufs; ++i) bufs.push_back(std::make_unique<PieceBuffer>(target, buf_size));
+  struct Pending {
+    std::size_t buf;
+    std::uint64_t asked;
+    std::future<TransferResult> result;
+  };
+  std::deque<Pending> pending;
+  // On an error, reads still in flight target the buffers: wait for them before they go.
+  struct Drain {
+    std::deque<Pending>& q;
+    ~Drain() {
+      for (auto& p : q) if (p.result.valid()) p.result.wait();
+    }
+  } drain{pending};
+
+  TransferResult total;
+  PieceReasons reasons;
+  std::uint64_t issued = 0;
+  std::size_t next_buf = 0;
+  bool ended = false;  // a piece came back short: the file ended there
+  const auto t0 = std::chrono::steady_clock::now();
+  for (;;) {
+    while (!ended && pending.size() < in_flight && issued < length) {
+      const std::uint64_t asked = std::min(piece, length - issued);
+      pending.push_back({next_buf, asked, read_async(file, bufs[next_buf]->data(), asked, offset + issued, target.options)});
+      issued += asked;
+      next_buf = (next_buf + 1) % nbufs;
+    }
+    if (pending.empty()) break;
+    const TransferResult r = pending.front().result.get();
+    const Pending done = {pending.front().buf, pending.front().asked, {}};
+    pending.pop_front();
+    if (ended) continue;  // read past the end the file had: nothing to write
+    total.bytes += r.bytes;
+    total.ios += r.ios;
+    total.cached_bytes += r.cached_bytes;
+    total.path = r.path;
+    reasons.add(r);
+    ended = r.bytes < done.asked;
+    write_all(out_fd, bufs[done.buf]->download(r.bytes), r.bytes, out_name);
+  }
+  total.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  total.reason = reasons.of(total);
+  return total;
+}
+
 int run_read(const ReadArgs& a) {
   const std::uint64_t offset = to_size(a.offset, "--offset");
   apply_cache_policy(a.cache_policy);
@@ -101,37 +160,9 @@ int run_read(const ReadArgs& a) {
   }
 
   const double cpu0 = cpu_seconds();
-  const std::size_t buf_size = static_cast<std::size_t>(std::min(piece, std::max<std::uint64_t>(length, 1)));
-  std::optional<PieceBuffer> bufs[2];
-  bufs[0].emplace(target, buf_size);
-  if (length > piece) bufs[1].emplace(target, buf_size);
-  TransferResult total;
-  PieceReasons reasons;
-  std::uint64_t pos = 0;
-  std::future<TransferResult> pending;
-  std::uint64_t asked = 0;  // bytes the pending piece asked for
-  auto start_piece = [&](int which) {
-    asked = std::min<std::uint64_t>(piece, length - pos);
-    pending = read_async(file, bufs[which]->data(), asked, offset + pos, target.options);
-  };
-  if (length > 0) start_piece(0);
-  for (int which = 0; pending.valid(); which ^= 1) {
-    TransferResult r = pending.get();
-    total.bytes += r.bytes;
-    total.seconds += r.seconds;
-    total.ios += r.ios;
-    total.cached_bytes += r.cached_bytes;
-    total.path = r.path;
-    reasons.add(r);
-    pos += r.bytes;
-    // Fewer bytes than asked means the end of the file: there is no next piece (and, for a
-    // range of one piece, no second buffer to read it into).
-    const bool more = r.bytes == asked && pos < length;
-    if (more) start_piece(which ^ 1);
-    write_all(out_fd, bufs[which]->download(r.bytes), r.bytes, to_stdout ? std::string("stdout") : a.out);
-  }
+  TransferResult total =
+      stream_pieces(file, target, offset, length, piece, out_fd, to_stdout ? std::string("stdout") : a.out);
   if (!to_stdout && ::close(out_fd) != 0) throw_os_error(errno, {.op = "close", .path = a.out}, "cannot close output");
-  total.reason = reasons.of(total);
 
   const double cpu = cpu_seconds() - cpu0;
   FILE* report = to_stdout ? stderr : stdout;
