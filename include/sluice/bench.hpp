@@ -68,6 +68,10 @@ struct Workload {
   std::uint64_t seed = 1;           ///< random offsets and the verification pattern
   bool verify = false;              ///< writes write a pattern; reads check it
   bool direct = true;               ///< O_DIRECT where the filesystem has it
+  /// Reads with `direct`: bypass (O_DIRECT regardless: a storage measurement, the default), auto
+  /// (blocks the page cache holds at least half of are read buffered, the rest O_DIRECT, as
+  /// sluice::read does by default), use (buffered regardless; what --buffered also gives).
+  std::string cache_policy = "bypass";
   XferType xfer = XferType::cpu_only;
   std::string device = "auto";      ///< auto | sim | cuda:N | cuda:0,1 (threads round-robin)
   std::optional<MemoryKind> memory; ///< default: device memory for GPU types, host for cpu-only

@@ -179,8 +179,8 @@ struct Report {
 [[nodiscard]] std::string to_json(const Report& r);
 [[nodiscard]] std::string to_text(const Report& r);
 
-/// Fraction (0..1) of the bytes of `files` in the page cache (mincore); -1 when none could be
-/// mapped (missing or empty files).
+/// Fraction (0..1) of the pages of `files` in the page cache (sluice/residency.hpp: cachestat,
+/// else mincore); -1 when none could be probed (missing or empty files).
 [[nodiscard]] double cached_fraction(const std::vector<std::string>& files);
 /// Drops the clean page cache of `files` (fsync, then fadvise DONTNEED); never the whole system's.
 void drop_file_cache(const std::vector<std::string>& files);

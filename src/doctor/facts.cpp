@@ -1,11 +1,11 @@
 // Platform facts the doctor reads besides the check library's: page-cache residency of the
-// workload's files (mincore), dropping just those files' cache (fadvise, never the system's),
-// cgroup I/O limits on this process, the bytes read from a device and by this process (to tell
-// whether others shared the device), and PCIe link arithmetic. These are the doctor's only
+// workload's files (the residency probe reads use: cachestat, else mincore), dropping just those
+// files' cache (fadvise, never the system's), cgroup I/O limits on this process, the bytes read
+// from a device and by this process (to tell whether others shared the device), and PCIe link
+// arithmetic. These are the doctor's only
 // direct OS calls; they read state and change nothing but the named files' clean cache.
 #include <fcntl.h>
 #include <sched.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
@@ -17,6 +17,7 @@
 
 #include "doctor/facts.hpp"
 #include "sluice/doctor.hpp"
+#include "sluice/residency.hpp"
 #include "sluice/units.hpp"
 
 namespace sluice::doctor {
@@ -69,27 +70,18 @@ std::vector<std::string> cgroup_chain(const std::string& root, const std::string
 
 double cached_fraction(const std::vector<std::string>& files) {
   std::uint64_t total = 0, resident = 0;
-  const long page = ::sysconf(_SC_PAGESIZE);
   for (const auto& f : files) {
     const int fd = ::open(f.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) continue;
     struct stat st {};
-    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size == 0) {
-      ::close(fd);
-      continue;
+    if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
+      const Residency r = page_cache_residency(fd, 0, static_cast<std::uint64_t>(st.st_size));
+      if (r.method != ResidencyMethod::none) {
+        total += r.pages;
+        resident += r.cached;
+      }
     }
-    const auto size = static_cast<std::size_t>(st.st_size);
-    void* m = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
     ::close(fd);
-    if (m == MAP_FAILED) continue;
-    const std::size_t pages = (size + page - 1) / page;
-    std::vector<unsigned char> vec(pages);
-    if (::mincore(m, size, vec.data()) == 0) {
-      total += pages;
-      resident += static_cast<std::uint64_t>(
-          std::count_if(vec.begin(), vec.end(), [](unsigned char c) { return (c & 1) != 0; }));
-    }
-    ::munmap(m, size);
   }
   return total == 0 ? -1.0 : static_cast<double>(resident) / static_cast<double>(total);
 }

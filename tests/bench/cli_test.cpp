@@ -16,6 +16,7 @@
 #include "sluice/bench.hpp"
 #include "sluice/bench_report.hpp"
 #include "sluice/config.hpp"
+#include "sluice/units.hpp"
 #include "support/test_util.hpp"
 
 #ifndef SLUICE_CLI_PATH
@@ -282,6 +283,43 @@ TEST_F(BenchCli, LoopShapeAndBufferOptionsReachThePlan) {
   const CliRun p = bench(fmt::format("--replay {} --print-plan", shell_quote(report)));
   ASSERT_EQ(p.rc, 0) << p.err;
   EXPECT_EQ(json::parse(p.out), j["config"]);
+}
+
+// --cache-policy: bypass by default (a storage measurement), auto reads the blocks the page cache
+// holds through it and reports those I/Os under their own reason, use reads them all buffered.
+TEST_F(BenchCli, CachePolicyReachesThePlanAndTheReport) {
+  const CliRun d = bench(fmt::format("--print-plan -f {}", f()));
+  ASSERT_EQ(d.rc, 0) << d.err;
+  EXPECT_EQ(json::parse(d.out)["workload"]["cache_policy"], "bypass");
+  // Written buffered just now, so the page cache holds all of it.
+  test::write_file(file_, test::random_bytes(4 * MiB, 5));
+  auto reasons = [&](const std::string& extra) {
+    const std::string report = dir_->file("cache.json");
+    const CliRun r = bench(fmt::format("--file {} --size 4M --block-size 64K --iodepth 4 --json {} {}", f(),
+                                       shell_quote(report), extra));
+    EXPECT_EQ(r.rc, 0) << r.err;
+    const json j = json::parse(test::read_text(report));
+    EXPECT_EQ(j["config"]["workload"]["cache_policy"], extra.empty() ? "bypass" : extra.substr(extra.rfind(' ') + 1));
+    std::map<std::string, std::uint64_t> out;
+    for (const auto& p : j["results"][0]["paths"]) out[p["reason"]] += p["ios"].get<std::uint64_t>();
+    return out;
+  };
+  const auto bypass = reasons("");
+  ASSERT_EQ(bypass.size(), 1U);
+  EXPECT_NE(bypass.begin()->first.find("O_DIRECT"), std::string::npos) << bypass.begin()->first;
+  const auto cached = reasons("--cache-policy auto");
+  ASSERT_EQ(cached.size(), 1U) << "every block of a file just written is cached";
+  EXPECT_NE(cached.begin()->first.find("the page cache held the block"), std::string::npos) << cached.begin()->first;
+  EXPECT_EQ(cached.begin()->second, 64U);
+  const auto use = reasons("--cache-policy use");
+  ASSERT_EQ(use.size(), 1U);
+  EXPECT_NE(use.begin()->first.find("--cache-policy use"), std::string::npos) << use.begin()->first;
+  // Contradictions are usage errors.
+  for (const char* bad : {"--direct --cache-policy auto", "--buffered --cache-policy auto", "--cache-policy never"}) {
+    const CliRun r = bench(fmt::format("--file {} {}", f(), bad));
+    EXPECT_EQ(r.rc, 2) << bad << "\n" << r.err;
+    EXPECT_NE(r.err.find("cache-policy"), std::string::npos) << bad << "\n" << r.err;
+  }
 }
 
 TEST_F(BenchCli, ProgressLineOnlyOnATerminal) {

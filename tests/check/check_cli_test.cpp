@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "support/residency_util.hpp"
 #include "support/test_util.hpp"
 
 #ifndef SLUICE_CLI_PATH
@@ -149,6 +150,25 @@ TEST_F(CheckLoop, Ext4OnLoopDeviceNamesTheDeviceAndAlignment) {
   ASSERT_EQ(dp.at("block_devices").size(), 1U) << dp;
   EXPECT_EQ("/dev/" + dp["block_devices"][0].at("name").get<std::string>(), dev_);
   EXPECT_TRUE(dp.at("o_direct").get<bool>()) << dp;
+}
+
+// A regular file's page-cache residency, from the probe reads use; none for a folder.
+TEST_F(Check, PageCacheResidencyOfAFile) {
+  const auto root = test::folder_root(test::Folder::disk);
+  if (!root) GTEST_SKIP() << "no disk-backed folder";
+  test::TempDir dir(*root, "sluice-check-");
+  const std::string file = dir.file("data.bin");
+  test::write_file(file, test::random_bytes(1 << 20, 3));
+  if (!test::drop_cache(file)) GTEST_SKIP() << "the page cache of " << file << " cannot be dropped per file";
+  test::make_resident(file, 0, 1 << 18);  // the first quarter
+  const json j = check_json(shell_quote(file) + " " + shell_quote(dir.path()));
+  const json& pc = j.at("paths").at(0).at("page_cache");
+  EXPECT_EQ(pc.at("pages"), 256) << pc;
+  EXPECT_EQ(pc.at("cached_pages"), 64) << pc;
+  EXPECT_TRUE(pc.at("method") == "cachestat" || pc.at("method") == "mincore") << pc;
+  EXPECT_TRUE(j["paths"][1].at("page_cache").is_null()) << j["paths"][1];
+  const CliRun text = sluice("check " + shell_quote(file));
+  EXPECT_NE(text.out.find("page cache: 25% of the file (64 of 256 pages"), std::string::npos) << text.out;
 }
 
 TEST_F(Check, JsonHasTheDocumentedFieldsWithTheirTypes) {

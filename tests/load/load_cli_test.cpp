@@ -16,6 +16,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "sluice/config.hpp"
+#include "sluice/formats.hpp"
+#include "sluice/units.hpp"
+#include "support/residency_util.hpp"
 #include "support/test_util.hpp"
 #include "tensor_files.hpp"
 
@@ -134,6 +138,32 @@ TEST_F(LoadCli, SafetensorsChecksumsMatchTheFile) {
   EXPECT_NE(t.out.find("big  BF16  [3, 70001]  420006  "), std::string::npos) << t.out;
   EXPECT_NE(t.out.find("loaded 2 tensors"), std::string::npos) << t.out;
   EXPECT_NE(t.out.find("path: bounce"), std::string::npos) << t.out;
+}
+
+// --cache-policy reaches the loader, and the summary says how much of the checkpoint the page
+// cache served: here the first of two 4 MiB tensors (each its own read) is cached, the second not.
+TEST_F(LoadCli, CachePolicyAndHowMuchTheCacheServed) {
+  const std::vector<test::StTensor> ts = {{"a", "F32", {MiB}, pattern(4 * MiB, 1)},
+                                          {"b", "F32", {MiB}, pattern(4 * MiB, 2)}};
+  const auto f = put("model.safetensors", test::safetensors_file(ts));
+  const std::uint64_t b_at = test::file_size(f) - 4 * MiB;
+  if (!test::drop_cache(f)) GTEST_SKIP() << "the page cache of " << f << " cannot be dropped per file";
+  test::make_resident(f, 0, b_at);
+  auto summary = [&](const std::string& extra) {
+    const CliRun r = sluice(shell_quote(f) + " --memory host --max-read 4M --json " + extra);
+    EXPECT_EQ(r.rc, 0) << r.err;
+    return nlohmann::json::parse(r.out).at("summary");
+  };
+  const auto bypass = summary("--cache-policy bypass");
+  EXPECT_EQ(bypass.at("reason").get<std::string>().find("page cache"), std::string::npos) << bypass;
+  // (b's first page holds a's last bytes, so it is cached too: b reads "1%" or "0%", mixed.)
+  const auto mixed = summary("--cache-policy auto");
+  const std::string why = mixed.at("reason");
+  EXPECT_TRUE(why.starts_with("page cache held 50% of the bytes: 4.00 MiB read buffered, 4.00 MiB as: page cache held "))
+      << why;
+  EXPECT_NE(why.find("O_DIRECT"), std::string::npos) << why;
+  EXPECT_EQ(check_checksums({f}, "--memory host --max-read 4M --cache-policy auto"), ts.size());
+  EXPECT_EQ(check_checksums({f}, "--device sim --cache-policy use"), ts.size());
 }
 
 TEST_F(LoadCli, HandBuiltNpyChecksums) {

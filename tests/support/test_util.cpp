@@ -222,6 +222,7 @@ std::shared_ptr<const Config> make_config(std::string_view engine, const Shape& 
   cfg.set("threads", std::to_string(s.threads));
   cfg.set("queue_depth", std::to_string(s.queue_depth));
   cfg.set("direct_io", s.direct_io ? "true" : "false");
+  cfg.set("cache_policy", s.cache_policy);
   return std::make_shared<const Config>(std::move(cfg));
 }
 

@@ -29,6 +29,7 @@ struct BenchArgs {
   bool verify = false;
   bool direct = false;
   bool buffered = false;
+  std::string cache_policy;
   int gdsio_fd_mode = -1;     // gdsio -O
   bool drop_caches = false;
   double warmup = 0;
