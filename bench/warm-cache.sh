@@ -51,7 +51,7 @@ dir=${WARM_CACHE_DIR:-/var/tmp}
 work=$(mktemp -d "$dir/sluice-warm-cache.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 export SLUICE_BIN=$sluice SLUICE_RESIDENCY_BENCH=$build/bin/sluice_residency_bench SLUICE_GPU_BENCH=$build/bin/sluice_gpu_bench
-exec "$py" - "$work" "$rounds" <<'PY'
+"$py" - "$work" "$rounds" <<'PY'
 import json, os, statistics, struct, subprocess, sys, time
 import numpy as np
 
