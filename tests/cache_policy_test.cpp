@@ -35,6 +35,7 @@ struct Recorded {
   std::uint64_t offset;
   std::uint32_t len;
   bool direct;
+  bool readahead_off;  // on File::cache_fd
 };
 
 class Recorder {
@@ -43,14 +44,15 @@ class Recorder {
     std::lock_guard lock(mutex_);
     direct_fd_ = f.direct_fd();
     buffered_fd_ = f.fd();
+    cache_fd_ = f.cache_fd();
     reads_.clear();
   }
   void note(const IoRequest& r) {
     if (r.op != IoOp::read) return;
     std::lock_guard lock(mutex_);
-    if (!r.fixed_file && r.fd != direct_fd_ && r.fd != buffered_fd_) return;  // another file
+    if (!r.fixed_file && r.fd != direct_fd_ && r.fd != buffered_fd_ && r.fd != cache_fd_) return;  // another file
     // Only the O_DIRECT descriptor is ever registered as a fixed file (pipeline.cpp).
-    reads_.push_back({r.offset, r.len, r.fixed_file || r.fd == direct_fd_});
+    reads_.push_back({r.offset, r.len, r.fixed_file || r.fd == direct_fd_, !r.fixed_file && r.fd == cache_fd_});
   }
   std::vector<Recorded> reads() {
     std::lock_guard lock(mutex_);
@@ -59,7 +61,7 @@ class Recorder {
 
  private:
   std::mutex mutex_;
-  int direct_fd_ = -1, buffered_fd_ = -1;
+  int direct_fd_ = -1, buffered_fd_ = -1, cache_fd_ = -1;
   std::vector<Recorded> reads_;
 };
 
@@ -162,6 +164,7 @@ TEST_P(CachePolicyTest, FullyResidentRangeIsReadBuffered) {
   const auto reads = recorder_.reads();
   EXPECT_EQ(direct_bytes(reads), 0U);
   EXPECT_EQ(buffered_bytes(reads), size);
+  for (const Recorded& rec : reads) EXPECT_TRUE(rec.readahead_off) << "read at " << rec.offset;
 }
 
 TEST_P(CachePolicyTest, ColdRangeIsReadDirect) {
@@ -191,6 +194,11 @@ TEST_P(CachePolicyTest, ChunkAtLeastHalfCachedGoesBuffered) {
   const auto reads = recorder_.reads();
   ASSERT_EQ(reads.size(), 2U);
   for (const Recorded& rec : reads) EXPECT_EQ(rec.direct, rec.offset == 256 * KiB) << rec.offset;
+  // Chunk 0's missing pages were read without readahead: nothing after it entered the cache
+  // (had it, chunk 1 could have looked cached to a worker probing it a moment later).
+  EXPECT_EQ(test::cached_pages(path_, 128 * KiB, 128 * KiB), 32U);
+  EXPECT_EQ(test::cached_pages(path_, 0, 128 * KiB), 32U);
+  EXPECT_EQ(test::cached_pages(path_, 380 * KiB, size - 380 * KiB), 0U);
 }
 
 TEST_P(CachePolicyTest, BypassIsTheBehaviourBeforeResidency) {

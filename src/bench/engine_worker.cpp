@@ -127,7 +127,7 @@ void run_engine_thread(const ThreadJob& job, ThreadOutcome& out) {
     Slot& s = slots[i];
     IoRequest r;
     r.op = s.op.op;
-    r.fd = s.buffered ? file.fd() : (slot_fd >= 0 ? slot_fd : fd);
+    r.fd = s.buffered ? file.cache_fd() : (slot_fd >= 0 ? slot_fd : fd);
     r.fixed_file = !s.buffered && slot_fd >= 0;
     r.buf = mem.get() + stride * i + s.done;
     r.len = static_cast<std::uint32_t>(s.op.len - s.done);

@@ -39,6 +39,7 @@ struct Chunk {
   std::uint64_t user_begin = 0;  ///< caller's bytes covered: file range [user_begin, user_end)
   std::uint64_t user_end = 0;
   ChunkMode mode = ChunkMode::buffered_user;
+  bool cached = false;           ///< buffered because the page cache holds it (File::cache_fd)
 };
 
 class ChunkLayout {

@@ -130,8 +130,9 @@ class Worker {
   // Work this worker holds that counts against its queue depth.
   std::size_t busy() const { return engine_.in_flight() + ready_.size() + (spec_.op == IoOp::write ? copies_.size() : 0); }
 
-  // A read chunk the page cache holds at least half of goes through the buffered descriptor,
-  // covering just the caller's bytes: into the caller's memory, or staging for device memory.
+  // A read chunk the page cache holds at least half of goes through the buffered descriptor
+  // without readahead (File::cache_fd), covering just the caller's bytes: into the caller's
+  // memory, or staging for device memory.
   Chunk place(const Chunk& c) {
     if (spec_.residency == nullptr || !is_direct(c.mode)) return c;
     const std::uint64_t n = c.user_end - c.user_begin;
@@ -146,7 +147,7 @@ class Worker {
     }
     tally.buffered_bytes.fetch_add(n, std::memory_order_relaxed);
     return {c.user_begin, static_cast<std::uint32_t>(n), c.user_begin, c.user_end,
-            spec_.layout->staged_user() ? ChunkMode::buffered_staged : ChunkMode::buffered_user};
+            spec_.layout->staged_user() ? ChunkMode::buffered_staged : ChunkMode::buffered_user, true};
   }
 
   void start_new_chunks() {
@@ -209,8 +210,10 @@ class Worker {
     if (!slot.buffered && file_slot_ >= 0) {
       r.fd = file_slot_;
       r.fixed_file = true;
+    } else if (!slot.buffered) {
+      r.fd = spec_.file->direct_fd();
     } else {
-      r.fd = slot.buffered ? spec_.file->fd() : spec_.file->direct_fd();
+      r.fd = slot.chunk.cached ? spec_.file->cache_fd() : spec_.file->fd();
     }
     engine_.prepare(r);
     job_.ios.fetch_add(1, std::memory_order_relaxed);
