@@ -4,6 +4,7 @@
 
 #include <fstream>
 #include <regex>
+#include <set>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -212,6 +213,16 @@ TEST(Report, TwoBackEndsSitSideBySideInEveryChart) {
   }
   EXPECT_EQ(all[1].id, "chart-sweep-block_size-gibs");
   EXPECT_EQ(all[1].spec["encoding"]["x"]["title"], "block size (bytes, log scale)");
+}
+
+TEST(Report, TimelineSeriesNameTheBlockSizeWhereItVaries) {
+  const json runs =
+      json::array({result("cpu-only", 4096, 1.0, 1), result("cpu-only", 1048576, 1.0, 2)});
+  const auto charts = detail::timeline_charts(detail::build_model({input(document(runs))}));
+  ASSERT_EQ(charts.size(), 1U);
+  std::set<std::string> series;
+  for (const json& v : charts[0].spec["data"]["values"]) series.insert(v["series"]);
+  EXPECT_EQ(series, (std::set<std::string>{"cpu-only round 1 4K", "cpu-only round 2 1M"}));
 }
 
 TEST(Report, NoSweepWithoutAVaryingParameter) {
