@@ -162,8 +162,10 @@ TEST_F(LoadCli, CachePolicyAndHowMuchTheCacheServed) {
   EXPECT_TRUE(why.starts_with("page cache held 50% of the bytes: 4.00 MiB read buffered, 4.00 MiB as: page cache held "))
       << why;
   EXPECT_NE(why.find("O_DIRECT"), std::string::npos) << why;
-  EXPECT_EQ(check_checksums({f}, "--memory host --max-read 4M --cache-policy auto"), ts.size());
-  EXPECT_EQ(check_checksums({f}, "--device sim --cache-policy use"), ts.size());
+  Truth truth;
+  add_safetensors_truth(truth, f, ts);
+  EXPECT_EQ(check_checksums({f}, "--memory host --max-read 4M --cache-policy auto", truth), ts.size());
+  EXPECT_EQ(check_checksums({f}, "--device sim --cache-policy use", truth), ts.size());
 }
 
 TEST_F(LoadCli, HandBuiltNpyChecksums) {
