@@ -214,6 +214,7 @@ TEST_F(Check, JsonHasTheDocumentedFieldsWithTheirTypes) {
       {"io_size", "SLUICE_IO_SIZE", "1.00 MiB"},
       {"staging_buffers", "SLUICE_STAGING_BUFFERS", "64"},
       {"direct_io", "SLUICE_DIRECT_IO", "true"},
+      {"cache_policy", "SLUICE_CACHE_POLICY", "auto"},
       {"log_level", "SLUICE_LOG", "warn"},
       {"device", "SLUICE_DEVICE", "auto"},
       {"path", "SLUICE_PATH", "auto"},
