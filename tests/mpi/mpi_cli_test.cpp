@@ -135,8 +135,9 @@ TEST_F(MpiBench, StonewallStopsEveryRank) {
   EXPECT_GE(stop, 0.4 - 0.01);
   EXPECT_LE(stop, m["window"]["seconds"].get<double>() + 1e-6);
   const auto completed = m["stonewall"]["completed_bytes"].get<std::uint64_t>();
+  // (No lower bound on the stonewalled bytes: on a loaded machine no 1 MiB block may have
+  // finished by 0.4 s, and 0 is then the right figure; it failed a full ctest -j2 run that way.)
   EXPECT_LE(m["stonewall"]["stonewalled_bytes"].get<std::uint64_t>(), completed);
-  EXPECT_GT(m["stonewall"]["stonewalled_bytes"].get<std::uint64_t>(), 0U);
   std::uint64_t sum = 0;
   for (const json& k : m["ranks"]) {
     EXPECT_LT(k["bytes"].get<std::uint64_t>(), 64 * MiB)
