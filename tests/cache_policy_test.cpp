@@ -65,28 +65,16 @@ class Recorder {
   std::vector<Recorded> reads_;
 };
 
-class RecordingEngine final : public IoEngine {
+class RecordingEngine final : public test::ForwardingEngine {
  public:
-  RecordingEngine(std::unique_ptr<IoEngine> inner, Recorder& rec)
-      : inner_(std::move(inner)), rec_(rec) {}
-  [[nodiscard]] EngineKind kind() const noexcept override { return inner_->kind(); }
+  RecordingEngine(std::unique_ptr<IoEngine> inner, Recorder& rec) : ForwardingEngine(std::move(inner)), rec_(rec) {}
   [[nodiscard]] std::string_view name() const noexcept override { return "recording"; }
-  [[nodiscard]] unsigned capacity() const noexcept override { return inner_->capacity(); }
-  [[nodiscard]] unsigned in_flight() const noexcept override { return inner_->in_flight(); }
   void prepare(const IoRequest& req) override {
     rec_.note(req);
     inner_->prepare(req);
   }
-  std::size_t submit_and_wait(std::span<IoCompletion> out, std::size_t min_complete) override {
-    return inner_->submit_and_wait(out, min_complete);
-  }
-  bool register_buffers(std::span<const iovec> b) override { return inner_->register_buffers(b); }
-  void unregister_buffers() override { inner_->unregister_buffers(); }
-  int register_file(int fd) override { return inner_->register_file(fd); }
-  void unregister_file(int slot) override { inner_->unregister_file(slot); }
 
  private:
-  std::unique_ptr<IoEngine> inner_;
   Recorder& rec_;
 };
 

@@ -194,6 +194,26 @@ std::optional<Error> error_of(Fn fn) {
   return std::nullopt;
 }
 
+/// An engine that passes every call to `inner`: test decorators override only what they change.
+class ForwardingEngine : public IoEngine {
+ public:
+  explicit ForwardingEngine(std::unique_ptr<IoEngine> inner) : inner_(std::move(inner)) {}
+  [[nodiscard]] EngineKind kind() const noexcept override { return inner_->kind(); }
+  [[nodiscard]] unsigned capacity() const noexcept override { return inner_->capacity(); }
+  [[nodiscard]] unsigned in_flight() const noexcept override { return inner_->in_flight(); }
+  void prepare(const IoRequest& req) override { inner_->prepare(req); }
+  std::size_t submit_and_wait(std::span<IoCompletion> out, std::size_t min_complete) override {
+    return inner_->submit_and_wait(out, min_complete);
+  }
+  bool register_buffers(std::span<const iovec> b) override { return inner_->register_buffers(b); }
+  void unregister_buffers() override { inner_->unregister_buffers(); }
+  int register_file(int fd) override { return inner_->register_file(fd); }
+  void unregister_file(int slot) override { inner_->unregister_file(slot); }
+
+ protected:
+  std::unique_ptr<IoEngine> inner_;
+};
+
 }  // namespace sluice::test
 
 /// GTEST_SKIP() with `what` (a string: what is missing or which set-up step failed), or, under
