@@ -1,7 +1,8 @@
 # The two commands a user runs on a fresh Debian machine (as root, or with sudo available):
-#   make demo   install what the build needs, build (Release), run the main job
-#   make test   the same set-up, then every test (also the sanitizer builds in CI)
-# Other targets: build, sanitize, format, tidy, install, bench, clean.
+#   make demo   install what the build needs, build the sluice CLI (Release), run the main job
+#   make test   the same set-up, then every test (also the sanitizer and clang builds in CI)
+# Other targets: build, sanitize, check-clang, format, tidy, install, uninstall, bench, clean.
+# Warnings are errors here (the presets set SLUICE_WERROR); a plain CMake build only warns.
 
 SHELL := /bin/bash
 BUILD ?= build
@@ -19,7 +20,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # an npm is already there (nodesource's nodejs ships its own and conflicts with Debian's).
 NPM_PACKAGE := $(shell command -v npm >/dev/null 2>&1 || echo npm)
 
-.PHONY: all deps build demo test test-release sanitize sanitize-asan sanitize-tsan fuzz format tidy install bench clean
+.PHONY: all deps configure build demo test test-release sanitize sanitize-asan sanitize-tsan check-clang fuzz format tidy install uninstall bench clean
 
 all: build
 
@@ -33,17 +34,26 @@ deps:
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing >/dev/null; \
 	fi
 
-build: deps
+configure: deps
 	cmake --preset release -B $(BUILD)/release >/dev/null
+
+build: configure
 	cmake --build $(BUILD)/release -j $(JOBS)
 
-demo: build
+# Only what tools/demo.sh runs (the CLI), not the test programs: a few minutes on a fresh machine.
+demo: configure
+	cmake --build $(BUILD)/release -j $(JOBS) --target sluice_cli
 	@bash tools/demo.sh $(BUILD)/release/bin/sluice
 
-test: deps test-release sanitize fuzz
+# Ends with the list of what the three test runs skipped, and why (tests/list-skips.sh); a failed
+# run prints its own list before make stops. SLUICE_TEST_STRICT=1 (.ci/run sets it) turns a skip
+# for want of something make deps installs, or of a failed set-up step, into a failure.
+test: deps test-release sanitize fuzz check-clang
+	@bash tests/list-skips.sh $(BUILD)/release $(BUILD)/asan $(BUILD)/tsan
 
 test-release: build
-	ctest --test-dir $(BUILD)/release --output-on-failure -j $(JOBS) --timeout 600
+	ctest --test-dir $(BUILD)/release --output-on-failure -j $(JOBS) --timeout 600 || \
+	  { bash tests/list-skips.sh $(BUILD)/release; exit 1; }
 
 sanitize: sanitize-asan sanitize-tsan
 
@@ -57,6 +67,12 @@ sanitize-tsan: deps
 	cmake --build $(BUILD)/tsan -j $(JOBS) --target concurrency_programs
 	TSAN_OPTIONS="suppressions=$(CURDIR)/tests/tsan.supp $${TSAN_OPTIONS:-}" ctest --test-dir $(BUILD)/tsan --output-on-failure -j $(JOBS) --timeout 600 -L concurrency
 
+# Another compiler's warnings: clang builds libsluice, libsluice_cufile and the CLI (no tests) with
+# -Werror, so a change that only GCC accepts fails here rather than on a user's machine.
+check-clang: deps
+	cmake --preset clang -B $(BUILD)/clang >/dev/null
+	cmake --build $(BUILD)/clang -j $(JOBS)
+
 # libFuzzer targets for the safetensors and .npy parsers, FUZZ_SECONDS each (tests/fuzz/run.sh).
 FUZZ_SECONDS ?= 30
 fuzz: deps
@@ -68,8 +84,16 @@ format:
 tidy: build
 	git ls-files 'src/*.cpp' 'tools/*.cpp' | xargs clang-tidy -p $(BUILD)/release --quiet
 
-install: build
+# What cmake/SluiceInstall.cmake and capi/ install; the installed sluice finds its libraries
+# through an $ORIGIN-relative RUNPATH, and ldconfig runs after a root install into a folder the
+# loader searches (docs/build.md). uninstall removes what the last install into PREFIX put down.
+INSTALL_TARGETS := sluice_cli sluice_cufile
+install: configure
+	cmake --build $(BUILD)/release -j $(JOBS) --target $(INSTALL_TARGETS)
 	cmake --install $(BUILD)/release --prefix $(PREFIX)
+
+uninstall:
+	cmake -DPREFIX=$(PREFIX) -P cmake/SluiceUninstall.cmake
 
 bench: build
 	bash bench/host-vs-fio.sh

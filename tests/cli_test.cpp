@@ -78,6 +78,7 @@ TEST_F(Cli, BadArgumentsExitTwoWithAMessage) {
       {fmt::format("read {} --out {} --path warp", f, out), "warp"},  // no such path
       {fmt::format("read {} --out {} --device bogus", f, out), "bogus"},
       {fmt::format("read {} --out {} --piece 0", f, out), "--piece"},
+      {fmt::format("read {} --out {} --cache-policy sometimes", f, out), "sometimes"},
       {fmt::format("write {}", f), "FILE"},                       // missing FILE
       {fmt::format("write {} {} --offset 1Q", f, out), "1Q"},
       {fmt::format("write {} {} --path nowhere", f, out), "nowhere"},
@@ -270,6 +271,31 @@ TEST_P(CliOnFolder, EnvironmentSettingsApply) {
   const CliRun b = sluice(fmt::format("read {} --out {}", shell_quote(file), shell_quote(scratch_->file("o"))));
   EXPECT_EQ(b.rc, 2) << b.err;
   EXPECT_NE(b.err.find("SLUICE_QUEUE_DEPTH"), std::string::npos) << b.err;
+}
+
+// --cache-policy reaches the library: the reason says what each policy did with a file the
+// page cache holds (it was just written), and SLUICE_CACHE_POLICY is the default it overrides.
+TEST_P(CliOnFolder, CachePolicyOption) {
+  const std::string file = dir_->file("data.bin");
+  test::write_file(file, test::random_bytes(3 * MiB + 5, 10));
+  const std::string out = shell_quote(scratch_->file("o"));
+  auto reason = [&](const std::string& extra) {
+    const CliRun r = sluice(fmt::format("read {} --out {} --json {}", shell_quote(file), out, extra));
+    EXPECT_EQ(r.rc, 0) << r.err;
+    EXPECT_TRUE(test::same_bytes(test::read_whole(scratch_->file("o")), test::read_whole(file)));
+    return nlohmann::json::parse(r.out).at("reason").get<std::string>();
+  };
+  if (GetParam() == Folder::tmpfs) {  // no O_DIRECT: every policy reads buffered, and says why
+    EXPECT_NE(reason("--cache-policy bypass").find("tmpfs"), std::string::npos);
+    return;
+  }
+  EXPECT_EQ(reason("--cache-policy bypass"), "O_DIRECT; unaligned head/tail through staging");
+  EXPECT_EQ(reason("--cache-policy use"), "buffered: cache_policy use");
+  const std::string cached = reason("--cache-policy auto");
+  EXPECT_TRUE(cached.starts_with("page cache held ")) << cached;
+  test::ScopedEnv env("SLUICE_CACHE_POLICY", "bypass");
+  EXPECT_EQ(reason(""), "O_DIRECT; unaligned head/tail through staging");
+  EXPECT_TRUE(reason("--cache-policy auto").starts_with("page cache held "));
 }
 
 INSTANTIATE_TEST_SUITE_P(Folders, CliOnFolder, ::testing::Values(Folder::disk, Folder::tmpfs),

@@ -33,7 +33,7 @@ class Concurrency : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
     std::string why;
-    if (!test::engine_usable(GetParam(), &why)) GTEST_SKIP() << "io_uring unavailable: " << why;
+    if (!test::engine_usable(GetParam(), &why)) SLUICE_SKIP_OR_FAIL("io_uring unavailable: " + why);
     for (const Folder f : {Folder::disk, Folder::tmpfs}) {
       if (const auto root = test::folder_root(f)) dirs_.push_back(std::make_unique<TempDir>(*root));
     }

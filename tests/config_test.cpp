@@ -66,6 +66,7 @@ TEST_F(ConfigTest, Defaults) {
   EXPECT_EQ(c.staging_buffers, 64U);
   EXPECT_TRUE(c.direct_io);
   EXPECT_EQ(c.log_level, "warn");
+  EXPECT_EQ(c.cache_policy, "auto");
   for (const auto& e : c.entries()) EXPECT_EQ(e.source, ConfigSource::default_value) << e.name;
   EXPECT_EQ(c.effective_threads(), std::clamp(std::thread::hardware_concurrency(), 1U, 4U));
 }
@@ -165,6 +166,32 @@ TEST_F(ConfigTest, Entries) {
   // threads 0 shows what it resolves to.
   c.set("threads", "0");
   EXPECT_EQ(c.entries()[1].value, std::to_string(c.effective_threads()));
+}
+
+TEST_F(ConfigTest, CachePolicyInEveryLayer) {
+  {
+    ScopedEnv file("SLUICE_CONFIG", write_json(R"({"cache_policy": "use"})"));
+    const Config c = Config::load();
+    EXPECT_EQ(c.cache_policy, "use");
+    EXPECT_EQ(c.source("cache_policy"), ConfigSource::file);
+    ScopedEnv env("SLUICE_CACHE_POLICY", "bypass");
+    const Config e = Config::load();
+    EXPECT_EQ(e.cache_policy, "bypass");
+    EXPECT_EQ(e.source("cache_policy"), ConfigSource::env);
+  }
+  Config c;
+  for (const char* v : {"bypass", "use", "auto"}) {
+    c.set("cache_policy", v);
+    EXPECT_EQ(c.cache_policy, v);
+  }
+  const auto entries = c.entries();
+  const auto it = std::find_if(entries.begin(), entries.end(), [](const auto& e) { return e.name == "cache_policy"; });
+  ASSERT_NE(it, entries.end());
+  EXPECT_EQ(it->env, "SLUICE_CACHE_POLICY");
+  EXPECT_EQ(it->value, "auto");
+  const std::string w = error_of([&] { c.set("cache_policy", "always"); });
+  EXPECT_NE(w.find("auto | bypass | use"), std::string::npos) << w;
+  EXPECT_EQ(c.cache_policy, "auto");
 }
 
 TEST_F(ConfigTest, SourceNames) {

@@ -29,6 +29,9 @@ std::vector<Param> all_params() {
       {.name = "io64k_t2_qd2", .io_size = 65536, .threads = 2, .queue_depth = 2, .direct_io = true},
       {.name = "buffered_io8k_t3_qd4", .io_size = 8192, .threads = 3, .queue_depth = 4,
        .direct_io = false},
+      // Files read right after they are written sit in the page cache: auto reads them buffered.
+      {.name = "cache_auto_io16k_t2_qd4", .io_size = 16384, .threads = 2, .queue_depth = 4,
+       .direct_io = true, .cache_policy = "auto"},
   };
   std::vector<Param> out;
   for (const char* engine : {"uring", "psync"}) {
@@ -49,7 +52,7 @@ class Conformance : public ::testing::TestWithParam<Param> {
  protected:
   void SetUp() override {
     std::string why;
-    if (!engine_usable(GetParam().engine, &why)) GTEST_SKIP() << "io_uring unavailable: " << why;
+    if (!engine_usable(GetParam().engine, &why)) SLUICE_SKIP_OR_FAIL("io_uring unavailable: " + why);
     const auto root = folder_root(GetParam().folder, &why);
     if (!root) GTEST_SKIP() << why;
     dir_ = std::make_unique<TempDir>(*root);

@@ -165,7 +165,7 @@ class Faults : public ::testing::TestWithParam<FaultParam> {
  protected:
   void SetUp() override {
     std::string why;
-    if (!test::engine_usable(GetParam().engine, &why)) GTEST_SKIP() << "io_uring unavailable: " << why;
+    if (!test::engine_usable(GetParam().engine, &why)) SLUICE_SKIP_OR_FAIL("io_uring unavailable: " + why);
     const auto root = test::folder_root(GetParam().folder, &why);
     if (!root) GTEST_SKIP() << why;
     dir_ = std::make_unique<TempDir>(*root);
@@ -446,31 +446,20 @@ TEST_P(Faults, EnginesAreCleanAfterAFailure) {
 
 // An engine decorator that shrinks the file when the first I/O is prepared, so every request
 // of the read sees the shorter file.
-class TruncatingEngine final : public IoEngine {
+class TruncatingEngine final : public test::ForwardingEngine {
  public:
   TruncatingEngine(std::unique_ptr<IoEngine> inner, std::shared_ptr<std::atomic<bool>> once, int fd,
                    off_t new_size)
-      : inner_(std::move(inner)), once_(std::move(once)), fd_(fd), new_size_(new_size) {}
-  EngineKind kind() const noexcept override { return inner_->kind(); }
+      : ForwardingEngine(std::move(inner)), once_(std::move(once)), fd_(fd), new_size_(new_size) {}
   std::string_view name() const noexcept override { return "truncating"; }
-  unsigned capacity() const noexcept override { return inner_->capacity(); }
-  unsigned in_flight() const noexcept override { return inner_->in_flight(); }
   void prepare(const IoRequest& r) override {
     if (!once_->exchange(true)) {
       EXPECT_EQ(::ftruncate(fd_, new_size_), 0);
     }
     inner_->prepare(r);
   }
-  std::size_t submit_and_wait(std::span<IoCompletion> out, std::size_t min) override {
-    return inner_->submit_and_wait(out, min);
-  }
-  bool register_buffers(std::span<const iovec> b) override { return inner_->register_buffers(b); }
-  void unregister_buffers() override { inner_->unregister_buffers(); }
-  int register_file(int fd) override { return inner_->register_file(fd); }
-  void unregister_file(int slot) override { inner_->unregister_file(slot); }
 
  private:
-  std::unique_ptr<IoEngine> inner_;
   std::shared_ptr<std::atomic<bool>> once_;
   int fd_;
   off_t new_size_;

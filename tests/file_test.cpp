@@ -108,9 +108,14 @@ TEST(File, DiskFolderDirectIo) {
   EXPECT_TRUE(std::has_single_bit(f.offset_align())) << f.offset_align();
   EXPECT_TRUE(std::has_single_bit(f.mem_align())) << f.mem_align();
   EXPECT_LE(f.offset_align(), 65536U);
-  // Write-only files get a direct descriptor too.
+  // A third descriptor, buffered with readahead off, for reads of what the page cache holds.
+  EXPECT_GE(f.cache_fd(), 0);
+  EXPECT_NE(f.cache_fd(), f.fd());
+  EXPECT_NE(f.cache_fd(), f.direct_fd());
+  // Write-only files get a direct descriptor too, and no readahead-off one (nothing to read).
   const File w = File::open(path, OpenMode::write);
   EXPECT_TRUE(w.has_direct());
+  EXPECT_EQ(w.cache_fd(), w.fd());
 }
 
 TEST(File, DirectCanBeTurnedOff) {
@@ -120,6 +125,7 @@ TEST(File, DirectCanBeTurnedOff) {
   const File f = File::open(path, OpenMode::read, {.direct = false});
   EXPECT_FALSE(f.has_direct());
   EXPECT_EQ(f.direct_reason(), "direct I/O disabled by configuration");
+  EXPECT_EQ(f.cache_fd(), f.fd());  // every read is buffered: the ordinary descriptor serves
 }
 
 TEST(File, ModesCreateAndTruncate) {

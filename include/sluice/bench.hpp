@@ -68,6 +68,10 @@ struct Workload {
   std::uint64_t seed = 1;           ///< random offsets and the verification pattern
   bool verify = false;              ///< writes write a pattern; reads check it
   bool direct = true;               ///< O_DIRECT where the filesystem has it
+  /// Reads with `direct`: bypass (O_DIRECT regardless: a storage measurement, the default), auto
+  /// (blocks the page cache holds at least half of are read buffered, the rest O_DIRECT, as
+  /// sluice::read does by default), use (buffered regardless; what --buffered also gives).
+  std::string cache_policy = "bypass";
   XferType xfer = XferType::cpu_only;
   std::string device = "auto";      ///< auto | sim | cuda:N | cuda:0,1 (threads round-robin)
   std::optional<MemoryKind> memory; ///< default: device memory for GPU types, host for cpu-only
@@ -84,10 +88,17 @@ struct Workload {
   /// cpu-only: I/O buffers 2 MiB-aligned on transparent huge pages (madvise); false: 4 KiB
   /// pages, like fio's default iomem=malloc.
   bool huge_pages = true;
+  /// cpu-only: every transfer through sluice::read/write (`iodepth` sub-workers, the library's
+  /// host path, staging where needed), as unaligned offsets always go, instead of the engine
+  /// loop. `sluice doctor` keeps a variant on its baseline's path with it.
+  bool via_library = false;
 };
 
 /// Checks what can be checked without touching files; throws a usage Error with the reason.
 void validate(const Workload& w);
+/// Whether a workload runs on the engine loop (cpu-only, offsets and sizes 4 KiB multiples, not
+/// `via_library`); every other workload goes through the public transfer API.
+[[nodiscard]] bool runs_engine_loop(const Workload& w) noexcept;
 
 /// "4K" -> {4096}; "4K:1M:x2" -> 4K, 8K, ... 1M; "4K:16K:4K" -> 4K, 8K, 12K, 16K (gdsio's
 /// min:max:step). Throws a usage Error on a malformed or empty range.

@@ -69,6 +69,10 @@ struct PathReport {
   std::uint32_t dio_offset_align = 0;  ///< offset/length alignment O_DIRECT needs (0 without)
   std::string sluice_path;             ///< direct | bounce | posix | host, for device memory
   std::string reason;                  ///< why that path
+  /// Regular files: how much of the file the page cache holds (the probe reads use; with
+  /// cache_policy auto they read those chunks through the cache). method "" for other paths.
+  std::uint64_t cached_pages = 0, file_pages = 0;
+  std::string residency_method;        ///< cachestat | mincore | none
 };
 
 struct Report {

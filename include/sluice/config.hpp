@@ -23,6 +23,9 @@ struct Config {
   std::uint64_t io_size = 1 << 20;    ///< size of one I/O request (bytes, multiple of 4096)
   unsigned staging_buffers = 64;      ///< buffers in the host staging pool (each io_size)
   bool direct_io = true;              ///< use O_DIRECT where the filesystem supports it
+  /// Reads and the page cache: auto (chunks the cache holds are read through it, the rest with
+  /// O_DIRECT) | bypass (O_DIRECT regardless) | use (buffered regardless). Writes follow direct_io.
+  std::string cache_policy = "auto";
   std::string log_level = "warn";     ///< error | warn | info | debug
   std::string device = "auto";        ///< auto | sim | cuda | cuda:N
   std::string path = "auto";          ///< auto | direct | bounce | posix | host

@@ -54,6 +54,13 @@ struct Probe {
       false;  ///< the files' page cache was dropped before it (buffered, cold-cache workloads)
   std::string path;   ///< the path the bytes took
   std::string error;  ///< non-empty: the run failed or was skipped; gib_s covers what ran
+  /// Interleaved rounds it ran (baseline, trials, baseline, trials); its figures are their
+  /// totals. 0: none recorded (evidence built by hand).
+  unsigned rounds = 0;
+  /// Bytes other processes read from the files' device while it ran, as a fraction (0..1) of
+  /// those and its own traffic (its device reads, or the bytes it moved where more); -1 unknown
+  /// (no block device behind the files, no task I/O accounting).
+  double others_read_share = -1;
 };
 
 /// A cgroup I/O limit that applies to this process on a device behind the workload's files.
@@ -80,7 +87,8 @@ struct Evidence {
   unsigned cpus = 1;          ///< CPUs this process may run on
   double cached_before =
       -1;  ///< fraction of the workload's file bytes in the page cache before any run; -1 unknown
-  std::string fs_type;          ///< of the first file's folder
+  std::string fs_type;  ///< of the first file's folder
+  std::string devno;    ///< device of the first file's filesystem ("major:minor"); empty: unknown
   bool memory_fs = false;       ///< tmpfs/ramfs: the data lives in memory, no device behind it
   bool o_direct = true;         ///< the filesystem supports O_DIRECT
   std::uint32_t dio_align = 0;  ///< O_DIRECT offset alignment (0: unknown or none)
@@ -93,6 +101,9 @@ struct Evidence {
   double memory_gib_s = 0;  ///< measured memcpy bandwidth of one thread (0: not measured)
   double h2d_gib_s =
       0;  ///< measured pinned host-to-device copy bandwidth (GPU types; 0: not measured)
+  /// The budget that would have given every probe two rounds, where this one did not (0: it did,
+  /// or unknown).
+  double two_round_budget_s = 0;
 };
 
 struct Finding {
@@ -105,6 +116,19 @@ struct Finding {
   bool measured = true;
 };
 
+/// How far the ranking can be trusted. A comparison is confident only where the baseline and the
+/// variant ran in `confident_rounds` interleaved rounds or more (noise on a busy machine then
+/// falls on both alike, where one round of each measures whatever that moment left free), and
+/// had the device to themselves (another process reading the same device takes a share of it
+/// that depends on its own load, not on the knob). `combined` runs once by design and is never
+/// counted; neither is a failed trial.
+struct Confidence {
+  bool low = false;
+  std::string reason;  ///< why it is low (and the budget that avoids it); empty if not
+  std::vector<std::string> few_rounds;     ///< compared probes that ran fewer rounds
+  std::vector<std::string> device_shared;  ///< compared probes while others read the device
+};
+
 struct Diagnosis {
   double achieved_gib_s = 0;
   double ceiling_gib_s = 0;        ///< the best throughput measured on this path (any probe)
@@ -112,17 +136,24 @@ struct Diagnosis {
   std::string summary;             ///< one line
   std::vector<Finding> findings;   ///< ranked, most recovered first
   std::vector<std::string> notes;  ///< facts seen that do not explain the gap
+  Confidence confidence;
 };
 
 /// Noise margin: a variant must beat the baseline by this factor to count as a finding.
 inline constexpr double significant_gain = 1.2;
 /// Achieved at or above this fraction of the ceiling is "near the ceiling".
 inline constexpr double near_ceiling_fraction = 0.85;
+/// Interleaved rounds the baseline and each trial need for a confident comparison.
+inline constexpr unsigned confident_rounds = 2;
+/// Other processes' share of the device's reads at which a comparison is no longer confident.
+inline constexpr double shared_device_fraction = 0.25;
 
 /// Judges the evidence: pure, no I/O. Findings rank as: a binding cgroup limit first (nothing
 /// else can beat it), then a warm page cache (the figure is not the device's), then measured and
 /// estimated gains by size, changes that alter a random workload's access pattern (larger
-/// blocks) after the ones that keep it, and causes with no measured gain last.
+/// blocks) after the ones that keep it, and causes with no measured gain last. Confidence is low
+/// where the baseline or a compared trial ran fewer than `confident_rounds` rounds, or shared
+/// the device with other processes' reads (`shared_device_fraction`).
 [[nodiscard]] Diagnosis diagnose(const Evidence& e);
 
 struct Options {
@@ -148,8 +179,8 @@ struct Report {
 [[nodiscard]] std::string to_json(const Report& r);
 [[nodiscard]] std::string to_text(const Report& r);
 
-/// Fraction (0..1) of the bytes of `files` in the page cache (mincore); -1 when none could be
-/// mapped (missing or empty files).
+/// Fraction (0..1) of the pages of `files` in the page cache (sluice/residency.hpp: cachestat,
+/// else mincore); -1 when none could be probed (missing or empty files).
 [[nodiscard]] double cached_fraction(const std::vector<std::string>& files);
 /// Drops the clean page cache of `files` (fsync, then fadvise DONTNEED); never the whole system's.
 void drop_file_cache(const std::vector<std::string>& files);

@@ -1,5 +1,7 @@
 // An open file as Sluice sees it: a buffered descriptor, an O_DIRECT descriptor where the
-// filesystem really does direct I/O, and the alignment that direct I/O needs there.
+// filesystem really does direct I/O, and the alignment that direct I/O needs there. Readable
+// files with O_DIRECT also get a second buffered descriptor with readahead off, for reading what
+// the page cache holds (cache_policy auto).
 #pragma once
 
 #include <cstdint>
@@ -37,6 +39,11 @@ class File {
   /// The O_DIRECT descriptor, or -1 where direct I/O is not available (see direct_reason()).
   [[nodiscard]] int direct_fd() const noexcept { return direct_fd_; }
   [[nodiscard]] bool has_direct() const noexcept { return direct_fd_ >= 0; }
+  /// A buffered descriptor with readahead off (POSIX_FADV_RANDOM), for reads of ranges the page
+  /// cache holds: pages missing from such a range are read and nothing beyond it, so a read never
+  /// pulls the chunks after it into the cache (where they would look cached and be read
+  /// buffered in turn). fd() where the file has no O_DIRECT descriptor or is not readable.
+  [[nodiscard]] int cache_fd() const noexcept { return cache_fd_ >= 0 ? cache_fd_ : fd_; }
   /// Why there is no O_DIRECT descriptor ("filesystem tmpfs has no O_DIRECT"); empty if there is.
   [[nodiscard]] const std::string& direct_reason() const noexcept { return direct_reason_; }
   /// Alignment of buffer addresses for O_DIRECT (statx dio_mem_align), 1 without direct I/O.
@@ -58,8 +65,11 @@ class File {
   [[nodiscard]] std::shared_ptr<void>& attachment() const noexcept { return attachment_; }
 
  private:
+  static void open_cache_fd(File& f, int flags);
+
   int fd_ = -1;
   int direct_fd_ = -1;
+  int cache_fd_ = -1;
   std::uint32_t mem_align_ = 1;
   std::uint32_t offset_align_ = 1;
   bool block_device_ = false;

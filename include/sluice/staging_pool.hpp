@@ -47,6 +47,8 @@ class StagingPool {
   [[nodiscard]] unsigned in_use() const;
   /// Most buffers ever in use at once.
   [[nodiscard]] unsigned high_water() const;
+  /// Threads blocked in acquire() now, waiting for a release.
+  [[nodiscard]] unsigned waiters() const;
   /// Bytes the pool holds (count * buffer_size), fixed for its lifetime.
   [[nodiscard]] std::size_t bytes() const noexcept { return count_ * buffer_size_; }
   /// The whole region as one iovec, for io_uring buffer registration (fixed-buffer index 0).
@@ -67,6 +69,7 @@ class StagingPool {
   std::condition_variable cv_;
   std::vector<unsigned> free_;
   unsigned high_water_ = 0;
+  unsigned waiters_ = 0;
 };
 
 /// The process-wide host staging pool: `staging_buffers` buffers of `io_size`, from the

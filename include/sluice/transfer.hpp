@@ -26,6 +26,8 @@ struct TransferResult {
   std::string reason;        ///< why that path, and how ("O_DIRECT", "buffered: filesystem ...")
   double seconds = 0;        ///< wall time of the call
   std::uint64_t ios = 0;     ///< I/O requests issued
+  /// Of `bytes`, those read buffered because the page cache held them (cache_policy auto).
+  std::uint64_t cached_bytes = 0;
 };
 
 enum class SyncMode : std::uint8_t {

@@ -1,8 +1,8 @@
 // Library threads: every transfer type but aligned cpu-only goes through the public transfer API,
 // as an application would. `iodepth` transfers stay in flight per thread: as `iodepth`
 // sub-workers each doing one transfer at a time (gpu-direct, cpu-gpu, cpu-async-gpu,
-// cpu-cached-gpu, auto, unaligned cpu-only), as `iodepth` streams with one stream-ordered
-// transfer each (gpu-direct-async), or as batches of `iodepth` entries (gpu-batch).
+// cpu-cached-gpu, auto, unaligned or --via-library cpu-only), as `iodepth` streams with one
+// stream-ordered transfer each (gpu-direct-async), or as batches of `iodepth` entries (gpu-batch).
 #include <cstdlib>
 #include <deque>
 #include <future>
@@ -22,7 +22,7 @@ namespace {
 // for the cpu-cached-gpu staging copy.
 class Buffer {
  public:
-  Buffer(const ThreadJob& job, std::size_t size) : dev_(job.device), kind_(job.memory), size_(size) {
+  Buffer(const ThreadJob& job, std::size_t size) : dev_(job.device), kind_(job.memory) {
     if (kind_ == MemoryKind::device) {
       data_ = dev_->alloc(size);
     } else if (kind_ == MemoryKind::pinned_host && dev_) {
@@ -79,7 +79,6 @@ class Buffer {
   }
   std::shared_ptr<Device> dev_;
   MemoryKind kind_;
-  std::size_t size_;
   void* data_ = nullptr;
   void* staging_ = nullptr;
   bool pinned_staging_ = false;

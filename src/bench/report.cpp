@@ -54,13 +54,14 @@ json workload_json(const Workload& w) {
           {"iodepth", w.iodepth},   {"time_s", w.time_s},
           {"warmup_s", w.warmup_s}, {"unaligned", w.unaligned},
           {"seed", w.seed},         {"verify", w.verify},
-          {"direct", w.direct},     {"xfer", to_string(w.xfer)},
+          {"direct", w.direct},     {"cache_policy", w.cache_policy},
+          {"xfer", to_string(w.xfer)},
           {"device", w.device},
           {"memory", w.memory ? json(to_string(*w.memory)) : json(nullptr)},
           {"strict", w.strict},     {"numa_node", w.numa_node},
           {"sample_interval_s", w.sample_interval_s},
           {"submit_batch", w.submit_batch}, {"reap_batch", w.reap_batch},
-          {"huge_pages", w.huge_pages}};
+          {"huge_pages", w.huge_pages}, {"via_library", w.via_library}};
 }
 
 Workload workload_from(const json& j) {
@@ -80,6 +81,7 @@ Workload workload_from(const json& j) {
   w.seed = j.value("seed", std::uint64_t{1});
   w.verify = j.value("verify", false);
   w.direct = j.value("direct", true);
+  w.cache_policy = j.value("cache_policy", "bypass");
   w.xfer = parse_xfer(j.value("xfer", "cpu-only"));
   w.device = j.value("device", "auto");
   if (j.contains("memory") && j["memory"].is_string()) {
@@ -94,6 +96,7 @@ Workload workload_from(const json& j) {
   w.submit_batch = j.value("submit_batch", 0U);
   w.reap_batch = j.value("reap_batch", 0U);
   w.huge_pages = j.value("huge_pages", true);
+  w.via_library = j.value("via_library", false);
   return w;
 }
 

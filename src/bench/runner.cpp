@@ -99,11 +99,6 @@ void ThreadOutcome::count(const ThreadJob& job, IoOp op, std::uint64_t n, std::u
   job.shared->ios.fetch_add(1, std::memory_order_relaxed);
 }
 
-bool engine_mode(const Workload& w) noexcept {
-  return w.xfer == XferType::cpu_only && !(w.unaligned && is_random(w.rw)) && w.offset % 4096 == 0 &&
-         w.block_size % 4096 == 0;
-}
-
 void pin_thread(const std::vector<int>& cpus) {
   if (cpus.empty()) return;
   cpu_set_t set;
@@ -260,6 +255,7 @@ RunResult run_once(const Workload& w, const ProgressFn& progress, const std::vec
 
   auto cfg = std::make_shared<Config>(*config());
   cfg->direct_io = w.direct;
+  cfg->cache_policy = w.cache_policy;
   cfg->path = "auto";
 
   RunResult res;
@@ -317,7 +313,7 @@ RunResult run_once(const Workload& w, const ProgressFn& progress, const std::vec
   res.start_unix = realtime_s();
   if (w.time_s > 0) shared.deadline_ns = t0 + static_cast<std::uint64_t>(w.time_s * 1e9);
   std::vector<std::thread> threads;
-  const bool engine = detail::engine_mode(w);
+  const bool engine = runs_engine_loop(w);
   for (unsigned t = 0; t < w.threads; ++t) {
     threads.emplace_back([&, t] {
       try {
@@ -421,6 +417,11 @@ RunResult run_once(const Workload& w, const ProgressFn& progress, const std::vec
 }
 
 }  // namespace
+
+bool runs_engine_loop(const Workload& w) noexcept {
+  return w.xfer == XferType::cpu_only && !w.via_library && !(w.unaligned && is_random(w.rw)) &&
+         w.offset % 4096 == 0 && w.block_size % 4096 == 0;
+}
 
 RunResult run_workload(const Workload& w, const ProgressFn& progress) { return run_workload(w, progress, {}); }
 

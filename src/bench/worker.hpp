@@ -1,8 +1,9 @@
 // Inside the benchmark runner: what one benchmark thread is given (its file region, device and
 // the run's shared stop/progress state) and what it hands back. Two kinds of thread exist:
 // engine threads (cpu-only: the thread's own IoEngine with `iodepth` requests in flight, the
-// same shape as fio's io_uring engine) and library threads (every GPU type: `iodepth`
-// transfers in flight through the public transfer API).
+// same shape as fio's io_uring engine) and library threads (every GPU type, and cpu-only with
+// unaligned offsets or --via-library: `iodepth` transfers in flight through the public transfer
+// API). runs_engine_loop() (bench.hpp) tells which.
 #pragma once
 
 #include <atomic>
@@ -103,8 +104,6 @@ struct ThreadOutcome {
   void count(const ThreadJob& job, IoOp op, std::uint64_t bytes, std::uint64_t ns);
 };
 
-/// Whether a workload runs on engine threads (cpu-only with block-aligned offsets).
-[[nodiscard]] bool engine_mode(const Workload& w) noexcept;
 void run_engine_thread(const ThreadJob& job, ThreadOutcome& out);
 void run_library_thread(const ThreadJob& job, ThreadOutcome& out);
 

@@ -21,6 +21,7 @@
 #include "gpu/cufile_api.hpp"
 #include "sluice/device.hpp"
 #include "sluice/file.hpp"
+#include "sluice/residency.hpp"
 #include "sluice/transfer.hpp"
 
 #if SLUICE_HAVE_HWLOC
@@ -118,6 +119,16 @@ File open_probe(const std::string& path) {
   return File::open(name, OpenMode::read_write, o);
 }
 
+void add_residency(const File& f, PathReport& r) {
+  if (f.is_block_device() || r.path != f.path()) return;  // a folder's probe file holds nothing
+  const std::uint64_t size = f.size();
+  if (size == 0) return;
+  const Residency res = page_cache_residency(f.fd(), 0, size);
+  r.cached_pages = res.cached;
+  r.file_pages = res.pages;
+  r.residency_method = std::string(to_string(res.method));
+}
+
 PathReport inspect_path(const std::string& path, const std::shared_ptr<Device>& device) {
   PathReport r;
   r.path = path;
@@ -147,6 +158,7 @@ PathReport inspect_path(const std::string& path, const std::shared_ptr<Device>& 
       r.dio_mem_align = f.mem_align();
       r.dio_offset_align = f.offset_align();
     }
+    add_residency(f, r);
     if (device) {
       DeviceBuffer buf(device, 1 << 20);
       TransferOptions o;
@@ -312,7 +324,12 @@ std::string to_json(const Report& r) {
               {"o_direct_reason", x.o_direct_reason},
               {"dio_alignment", {{"memory", x.dio_mem_align}, {"offset", x.dio_offset_align}}},
               {"sluice_path", x.sluice_path},
-              {"reason", x.reason}};
+              {"reason", x.reason},
+              {"page_cache", x.residency_method.empty()
+                                 ? json(nullptr)
+                                 : json{{"cached_pages", x.cached_pages},
+                                        {"pages", x.file_pages},
+                                        {"method", x.residency_method}}}};
     paths.push_back(std::move(e));
   }
   j["paths"] = paths;
@@ -386,6 +403,11 @@ std::string to_text(const Report& r) {
     }
     if (!x.sluice_path.empty())
       line(fmt::format("  device memory would take: {} ({})", x.sluice_path, x.reason));
+    if (!x.residency_method.empty()) {
+      line(fmt::format("  page cache: {}% of the file ({} of {} pages, {}); cache_policy auto reads those through it",
+                       x.cached_pages * 100 / std::max<std::uint64_t>(x.file_pages, 1), x.cached_pages,
+                       x.file_pages, x.residency_method));
+    }
   }
   line("Configuration");
   for (const auto& c : r.config)

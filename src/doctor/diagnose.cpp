@@ -3,6 +3,7 @@
 // that the throughput sits at, or a platform fact (a link trained low, a cgroup limit) that the
 // figures are consistent with. What is seen but explains nothing goes to notes, not findings.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
@@ -413,6 +414,46 @@ void add_platform(const Evidence& e, double achieved, double ceiling, bool near,
   }
 }
 
+// The probes compared with fewer than confident_rounds interleaved rounds, or while other
+// processes read the same device. `combined` runs once by design and only sets the ceiling; a
+// failed trial is compared with nothing.
+Confidence judge_confidence(const Evidence& e) {
+  Confidence c;
+  double shared = 0;
+  auto judge = [&](const Probe& p) {
+    if (p.rounds < confident_rounds) c.few_rounds.push_back(p.name);
+    if (p.others_read_share >= shared_device_fraction) {
+      c.device_shared.push_back(p.name);
+      shared = std::max(shared, p.others_read_share);
+    }
+  };
+  judge(e.baseline);
+  for (const auto& t : e.trials) {
+    if (t.name != "combined" && t.error.empty()) judge(t);
+  }
+  std::vector<std::string> why;
+  if (!c.few_rounds.empty()) {
+    why.push_back(fmt::format(
+        "{} measured in fewer than {} interleaved rounds: what other processes left free at that "
+        "moment may decide which variant wins{}",
+        fmt::join(c.few_rounds, ", "), confident_rounds,
+        e.two_round_budget_s > 0
+            ? fmt::format("; a budget of {:.0f} s gives every probe {} rounds (--budget {:.0f}s)",
+                          e.two_round_budget_s, confident_rounds, e.two_round_budget_s)
+            : std::string{}));
+  }
+  if (!c.device_shared.empty()) {
+    why.push_back(fmt::format(
+        "other processes read up to {:.0f}% of the bytes read from device {} while {} ran: their "
+        "load, not the knob, may decide which variant wins; run it again when the device is not "
+        "shared",
+        shared * 100, e.devno, fmt::join(c.device_shared, ", ")));
+  }
+  c.low = !why.empty();
+  c.reason = fmt::format("{}", fmt::join(why, "; also, "));
+  return c;
+}
+
 }  // namespace
 
 std::string_view to_string(Cause c) noexcept {
@@ -467,6 +508,7 @@ Diagnosis diagnose(const Evidence& e) {
   d.achieved_gib_s = achieved;
   d.ceiling_gib_s = ceiling;
   d.near_ceiling = ceiling <= 0 || achieved >= near_ceiling_fraction * ceiling;
+  d.confidence = judge_confidence(e);
 
   std::vector<Ranked> ranked;
   add_throttle(e, achieved, ceiling, ranked, d.notes);

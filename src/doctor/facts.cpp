@@ -1,10 +1,11 @@
 // Platform facts the doctor reads besides the check library's: page-cache residency of the
-// workload's files (mincore), dropping just those files' cache (fadvise, never the system's),
-// cgroup I/O limits on this process, and PCIe link arithmetic. These are the doctor's only
+// workload's files (the residency probe reads use: cachestat, else mincore), dropping just those
+// files' cache (fadvise, never the system's), cgroup I/O limits on this process, the bytes read
+// from a device and by this process (to tell whether others shared the device), and PCIe link
+// arithmetic. These are the doctor's only
 // direct OS calls; they read state and change nothing but the named files' clean cache.
 #include <fcntl.h>
 #include <sched.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
@@ -16,6 +17,7 @@
 
 #include "doctor/facts.hpp"
 #include "sluice/doctor.hpp"
+#include "sluice/residency.hpp"
 #include "sluice/units.hpp"
 
 namespace sluice::doctor {
@@ -68,27 +70,18 @@ std::vector<std::string> cgroup_chain(const std::string& root, const std::string
 
 double cached_fraction(const std::vector<std::string>& files) {
   std::uint64_t total = 0, resident = 0;
-  const long page = ::sysconf(_SC_PAGESIZE);
   for (const auto& f : files) {
     const int fd = ::open(f.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) continue;
     struct stat st {};
-    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size == 0) {
-      ::close(fd);
-      continue;
+    if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
+      const Residency r = page_cache_residency(fd, 0, static_cast<std::uint64_t>(st.st_size));
+      if (r.method != ResidencyMethod::none) {
+        total += r.pages;
+        resident += r.cached;
+      }
     }
-    const auto size = static_cast<std::size_t>(st.st_size);
-    void* m = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
     ::close(fd);
-    if (m == MAP_FAILED) continue;
-    const std::size_t pages = (size + page - 1) / page;
-    std::vector<unsigned char> vec(pages);
-    if (::mincore(m, size, vec.data()) == 0) {
-      total += pages;
-      resident += static_cast<std::uint64_t>(
-          std::count_if(vec.begin(), vec.end(), [](unsigned char c) { return (c & 1) != 0; }));
-    }
-    ::munmap(m, size);
   }
   return total == 0 ? -1.0 : static_cast<double>(resident) / static_cast<double>(total);
 }
@@ -232,6 +225,35 @@ CpuTimes cpu_times() {
     if (i != 3 && i != 4) t.busy += v;  // idle and iowait are not busy
   }
   return t;
+}
+
+std::optional<std::uint64_t> device_read_bytes(const std::string& devno) {
+  const std::size_t colon = devno.find(':');
+  if (devno.empty() || colon == std::string::npos) return std::nullopt;
+  const std::uint64_t major = to_u64(std::string_view(devno).substr(0, colon));
+  const std::uint64_t minor = to_u64(std::string_view(devno).substr(colon + 1));
+  std::istringstream in(read_all("/proc/diskstats"));
+  std::string line;
+  while (std::getline(in, line)) {
+    // major minor name reads merged sectors_read ...
+    std::istringstream f(line);
+    std::uint64_t ma = 0, mi = 0, reads = 0, merged = 0, sectors = 0;
+    std::string name;
+    if (f >> ma >> mi >> name >> reads >> merged >> sectors && ma == major && mi == minor) {
+      return sectors * 512;
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<std::uint64_t> own_read_bytes() {
+  std::istringstream in(read_all("/proc/self/io"));
+  std::string key;
+  std::uint64_t v = 0;
+  while (in >> key >> v) {
+    if (key == "read_bytes:") return v;
+  }
+  return std::nullopt;
 }
 
 std::uint64_t file_size(const std::string& path) {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,12 @@ struct CpuTimes {
   std::uint64_t busy = 0, total = 0;
 };
 [[nodiscard]] CpuTimes cpu_times();
+/// Bytes read from the block device `devno` ("major:minor") so far: /proc/diskstats' sectors
+/// read, counted as reads complete. nullopt where it is not listed (tmpfs, a network share).
+[[nodiscard]] std::optional<std::uint64_t> device_read_bytes(const std::string& devno);
+/// Bytes this process had read from storage so far (/proc/self/io read_bytes, counted as its
+/// threads submit reads, O_DIRECT and readahead alike); nullopt without task I/O accounting.
+[[nodiscard]] std::optional<std::uint64_t> own_read_bytes();
 /// memcpy bandwidth of one thread in GiB/s: the best copy seen in about `seconds`.
 [[nodiscard]] double memory_gib_s(double seconds);
 /// Pinned host-to-device copy bandwidth in GiB/s on `device` ("sim", "cuda:0"), measured for about

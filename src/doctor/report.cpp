@@ -41,7 +41,11 @@ json probe_json(const Probe& p) {
           {"unaligned", w.unaligned},
           {"offset", w.offset},
           {"xfer", bench::to_string(w.xfer)},
-          {"numa_node", w.numa_node}};
+          {"numa_node", w.numa_node},
+          {"via_library", w.via_library},
+          {"rounds", p.rounds},
+          {"others_read_share", p.others_read_share},
+          {"engine_loop", bench::runs_engine_loop(w)}};
 }
 
 }  // namespace
@@ -83,6 +87,7 @@ std::string to_json(const Report& r) {
   json facts = {{"cpus", e.cpus},
                 {"cached_before", e.cached_before},
                 {"fs_type", e.fs_type},
+                {"devno", e.devno},
                 {"memory_fs", e.memory_fs},
                 {"o_direct", e.o_direct},
                 {"dio_align", e.dio_align},
@@ -100,6 +105,11 @@ std::string to_json(const Report& r) {
             {"summary", d.summary},
             {"findings", findings},
             {"notes", d.notes},
+            {"confidence",
+             {{"low", d.confidence.low},
+              {"reason", d.confidence.reason},
+              {"few_rounds", d.confidence.few_rounds},
+              {"device_shared", d.confidence.device_shared}}},
             {"workload", workload_json(e.workload)},
             {"probes", probes},
             {"skipped", r.skipped},
@@ -126,6 +136,7 @@ std::string to_text(const Report& r) {
   out += fmt::format("Achieved: {}   ceiling (best measured): {}{}\n", rate(d.achieved_gib_s),
                      rate(d.ceiling_gib_s), d.near_ceiling ? "   near the ceiling" : "");
   out += d.summary + "\n";
+  if (d.confidence.low) out += fmt::format("Low confidence: {}\n", d.confidence.reason);
   if (!d.findings.empty()) {
     out += "\nFindings, most recovered first:\n";
     int i = 1;
@@ -143,9 +154,9 @@ std::string to_text(const Report& r) {
   }
   out += "\nProbes:\n";
   auto line = [&](const Probe& p) {
-    out += fmt::format("  {:<11} {:>11}  {:>5.2f} CPUs  {:>6.2f} s{}  {}{}\n", p.name,
-                       rate(p.gib_s), p.cpu_cores, p.seconds, p.cold_cache ? " cold" : "     ",
-                       p.change.empty() ? "(as given)" : p.change,
+    out += fmt::format("  {:<11} {:>11}  {:>5.2f} CPUs  {:>6.2f} s in {} round{}{}  {}{}\n", p.name,
+                       rate(p.gib_s), p.cpu_cores, p.seconds, p.rounds, p.rounds == 1 ? " " : "s",
+                       p.cold_cache ? " cold" : "     ", p.change.empty() ? "(as given)" : p.change,
                        p.error.empty() ? std::string{} : fmt::format("  error: {}", p.error));
   };
   line(e.baseline);

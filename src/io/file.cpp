@@ -73,6 +73,14 @@ std::string fs_type_name(long magic) {
   return fmt::format("0x{:x}", key);
 }
 
+// The readahead-off descriptor for reads of what the page cache holds. Without it (an open that
+// fails, say at the descriptor limit) those reads use the ordinary buffered descriptor.
+void File::open_cache_fd(File& f, int flags) {
+  if (f.mode_ == OpenMode::write) return;
+  f.cache_fd_ = ::open(f.path_.c_str(), flags & ~(O_CREAT | O_TRUNC));
+  if (f.cache_fd_ >= 0) (void)::posix_fadvise(f.cache_fd_, 0, 0, POSIX_FADV_RANDOM);
+}
+
 File File::open(std::string path, OpenMode mode, const OpenOptions& options) {
   File f;
   f.path_ = std::move(path);
@@ -118,6 +126,7 @@ File File::open(std::string path, OpenMode mode, const OpenOptions& options) {
                                    errno == EINVAL ? "EINVAL" : fmt::format("errno {}", errno));
     return f;
   }
+  open_cache_fd(f, flags);
   if (have_statx && (stx.stx_mask & STATX_DIOALIGN) != 0) {
     f.mem_align_ = stx.stx_dio_mem_align;
     f.offset_align_ = stx.stx_dio_offset_align;
@@ -128,6 +137,8 @@ File File::open(std::string path, OpenMode mode, const OpenOptions& options) {
     if (mode != OpenMode::write && !probe_direct_read(f.direct_fd_)) {
       ::close(f.direct_fd_);
       f.direct_fd_ = -1;
+      if (f.cache_fd_ >= 0) ::close(f.cache_fd_);
+      f.cache_fd_ = -1;
       f.mem_align_ = f.offset_align_ = 1;
       f.direct_reason_ = fmt::format("filesystem {} failed an O_DIRECT probe read", f.fs_type_);
     }
@@ -142,6 +153,7 @@ File& File::operator=(File&& other) noexcept {
     close();
     fd_ = std::exchange(other.fd_, -1);
     direct_fd_ = std::exchange(other.direct_fd_, -1);
+    cache_fd_ = std::exchange(other.cache_fd_, -1);
     mem_align_ = other.mem_align_;
     offset_align_ = other.offset_align_;
     block_device_ = other.block_device_;
@@ -159,8 +171,9 @@ File::~File() { close(); }
 void File::close() noexcept {
   attachment_.reset();
   if (direct_fd_ >= 0) ::close(direct_fd_);
+  if (cache_fd_ >= 0) ::close(cache_fd_);
   if (fd_ >= 0) ::close(fd_);
-  fd_ = direct_fd_ = -1;
+  fd_ = direct_fd_ = cache_fd_ = -1;
 }
 
 std::uint64_t File::size() const {

@@ -46,7 +46,11 @@ StagingPool::Lease StagingPool::take_locked() {
 
 StagingPool::Lease StagingPool::acquire() {
   std::unique_lock lock(mutex_);
-  cv_.wait(lock, [this] { return !free_.empty(); });
+  if (free_.empty()) {
+    ++waiters_;
+    cv_.wait(lock, [this] { return !free_.empty(); });
+    --waiters_;
+  }
   return take_locked();
 }
 
@@ -66,6 +70,11 @@ unsigned StagingPool::in_use() const {
 unsigned StagingPool::high_water() const {
   std::lock_guard lock(mutex_);
   return high_water_;
+}
+
+unsigned StagingPool::waiters() const {
+  std::lock_guard lock(mutex_);
+  return waiters_;
 }
 
 StagingPool& host_staging_pool() {

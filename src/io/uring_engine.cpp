@@ -23,7 +23,6 @@
 namespace sluice {
 namespace {
 
-constexpr unsigned file_slots = 64;
 constexpr std::uint64_t wake_tag = UINT64_MAX;  // the wake-up read's completion, never handed out
 
 constexpr unsigned setup_ladder[] = {

@@ -35,6 +35,15 @@ class UringEngine final : public IoEngine {
   /// The io_uring_setup flags the ring was created with (the first set the kernel accepted).
   [[nodiscard]] unsigned setup_flags() const noexcept { return setup_flags_; }
 
+  /// Whether a set of fixed buffers is registered with the ring now.
+  [[nodiscard]] bool buffers_registered() const noexcept { return buffers_registered_; }
+  /// Files registered in the sparse table now (0 where the kernel refused the table).
+  [[nodiscard]] unsigned files_registered() const noexcept {
+    return files_ready_ ? file_slots - static_cast<unsigned>(free_slots_.size()) : 0;
+  }
+  /// Slots in the sparse file table.
+  static constexpr unsigned file_slots = 64;
+
  private:
   io_uring_sqe* next_sqe();
   void arm_wake();

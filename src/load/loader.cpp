@@ -30,19 +30,41 @@ void* allocate(LoadTarget target, Device* dev, std::uint64_t bytes) {
   return nullptr;
 }
 
-std::string path_summary(const std::map<Path, std::pair<std::uint64_t, std::string>>& by_path, Path* main) {
+// The reads of one path: their bytes, those the page cache served, and the first reason of a
+// read wholly from the cache and of one that was not.
+struct PathTally {
+  std::uint64_t bytes = 0;
+  std::uint64_t cached = 0;
+  std::string cached_reason;
+  std::string other_reason;
+
+  void add(const TransferResult& r) {
+    bytes += r.bytes;
+    cached += r.cached_bytes;
+    std::string& slot = r.cached_bytes == r.bytes && r.bytes > 0 ? cached_reason : other_reason;
+    if (slot.empty()) slot = r.reason;
+  }
+  [[nodiscard]] std::string reason() const {
+    if (cached == 0 || other_reason.empty()) return other_reason.empty() ? cached_reason : other_reason;
+    return fmt::format("page cache held {}% of the bytes: {} read buffered, {} as: {}",
+                       cached * 100 / std::max<std::uint64_t>(bytes, 1), format_size(cached),
+                       format_size(bytes - cached), other_reason);
+  }
+};
+
+std::string path_summary(const std::map<Path, PathTally>& by_path, Path* main) {
   std::uint64_t best = 0;
   std::string reason;
   for (const auto& [p, v] : by_path) {
-    if (v.first >= best) {
-      best = v.first;
+    if (v.bytes >= best) {
+      best = v.bytes;
       *main = p;
-      reason = v.second;
+      reason = v.reason();
     }
   }
   if (by_path.size() <= 1) return reason;
   std::string mix = "mixed:";
-  for (const auto& [p, v] : by_path) mix += fmt::format(" {} {} ({});", to_string(p), format_size(v.first), v.second);
+  for (const auto& [p, v] : by_path) mix += fmt::format(" {} {} ({});", to_string(p), format_size(v.bytes), v.reason());
   mix.pop_back();
   return mix;
 }
@@ -140,7 +162,7 @@ LoadedTensors load(const Checkpoint& cp, const LoadOptions& o) {
   std::deque<InFlight> window;
   std::uint64_t inflight = 0;
   std::size_t next = 0;
-  std::map<Path, std::pair<std::uint64_t, std::string>> by_path;
+  std::map<Path, PathTally> by_path;
   TransferResult& total = out.result_;
   std::exception_ptr failure;
 
@@ -181,11 +203,10 @@ LoadedTensors load(const Checkpoint& cp, const LoadOptions& o) {
                     fmt::format("the file ended after {} of these bytes: it shrank after its header was read", res.bytes));
       }
       if (r.size > 0) {
-        auto& slot = by_path[res.path];
-        slot.first += res.bytes;
-        if (slot.second.empty()) slot.second = res.reason;
+        by_path[res.path].add(res);
         total.bytes += res.bytes;
         total.ios += res.ios;
+        total.cached_bytes += res.cached_bytes;
       }
       if (o.on_tensor) {
         for (std::size_t k : r.completes) o.on_tensor(out.tensors_[k]);

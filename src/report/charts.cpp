@@ -4,6 +4,7 @@
 #include "report/charts.hpp"
 
 #include <algorithm>
+#include <iterator>
 #include <set>
 
 #include <fmt/format.h>
@@ -261,7 +262,10 @@ std::vector<Chart> timeline_charts(const Model& m) {
     if (it == r.j->end() || !it->is_array() || it->empty()) continue;
     std::string s = fmt::format("{}{} round {}", multi_series(m) ? r.source->label + " · " : "",
                                 r.xfer, r.round);
-    if (m.varies.at("block_size")) s += " " + short_size(r.block_size);
+    // Appended in place: `s += " " + short_size(...)` trips GCC 12's -Wrestrict false positive
+    // at -O3 (GCC bug 105329) on the temporary's memcpy.
+    if (m.varies.at("block_size"))
+      fmt::format_to(std::back_inserter(s), " {}", short_size(r.block_size));
     if (!series.contains(s) && series.size() == max_chart_series) continue;
     series.insert(s);
     for (const json& p : *it) {

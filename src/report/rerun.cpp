@@ -56,6 +56,9 @@ std::string rerun_command(const Row& r) {
   cmd += fmt::format(" --seed {}", u64("seed"));
   if (w.value("verify", false)) cmd += " --verify";
   if (!w.value("direct", true)) cmd += " --buffered";
+  if (const std::string p = w.value("cache_policy", "bypass"); w.value("direct", true) && p != "bypass") {
+    cmd += " --cache-policy " + p;
+  }
   if (cfg.value("drop_caches", false)) cmd += " --drop-caches";
   if (w.contains("device") && w["device"].is_string() && !w["device"].get<std::string>().empty()) {
     cmd += " --device " + quote(w["device"].get<std::string>());
@@ -70,6 +73,7 @@ std::string rerun_command(const Row& r) {
   if (u64("submit_batch") > 0) cmd += fmt::format(" --submit-batch {}", u64("submit_batch"));
   if (u64("reap_batch") > 0) cmd += fmt::format(" --reap-batch {}", u64("reap_batch"));
   if (!w.value("huge_pages", true)) cmd += " --no-hugepages";
+  if (w.value("via_library", false)) cmd += " --via-library";
   return cmd;
 }
 

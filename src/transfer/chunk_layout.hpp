@@ -29,12 +29,17 @@ enum class ChunkMode : std::uint8_t {
   return m == ChunkMode::direct_staged || m == ChunkMode::buffered_staged;
 }
 
+[[nodiscard]] constexpr bool is_direct(ChunkMode m) noexcept {
+  return m == ChunkMode::direct_user || m == ChunkMode::direct_staged;
+}
+
 struct Chunk {
   std::uint64_t offset = 0;      ///< file offset of the I/O
   std::uint32_t len = 0;         ///< bytes of the I/O
   std::uint64_t user_begin = 0;  ///< caller's bytes covered: file range [user_begin, user_end)
   std::uint64_t user_end = 0;
   ChunkMode mode = ChunkMode::buffered_user;
+  bool cached = false;           ///< buffered because the page cache holds it (File::cache_fd)
 };
 
 class ChunkLayout {
@@ -51,6 +56,10 @@ class ChunkLayout {
   /// Chunks that go through staging buffers.
   [[nodiscard]] std::uint64_t staged_count() const noexcept;
   [[nodiscard]] bool middle_aligned() const noexcept { return middle_aligned_; }
+  /// The layout uses O_DIRECT (aligned middle, staged edges).
+  [[nodiscard]] bool direct() const noexcept { return direct_; }
+  /// Every chunk is staged (the caller's memory is on a GPU).
+  [[nodiscard]] bool staged_user() const noexcept { return staged_user_; }
 
  private:
   [[nodiscard]] Chunk edge(std::uint64_t lo, std::uint64_t hi) const noexcept;

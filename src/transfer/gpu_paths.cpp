@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <map>
+#include <optional>
 #include <mutex>
 #include <vector>
 
@@ -194,7 +195,8 @@ StagingPool& pinned_pool(Device& device) {
 TransferResult bounce_transfer(IoOp op, const File& file, std::byte* dev, std::uint64_t size,
                                std::uint64_t offset, Device& device, const Config& cfg) {
   StagingPool& pool = pinned_pool(device);
-  const bool direct = cfg.direct_io && file.has_direct() &&
+  const bool use_cache = op == IoOp::read && cfg.cache_policy == "use";
+  const bool direct = cfg.direct_io && file.has_direct() && !use_cache &&
                       std::max<std::uint64_t>(file.offset_align(), 4096) <= pool.buffer_size();
   const ChunkLayout layout(op, offset, size, reinterpret_cast<std::uintptr_t>(dev), direct,
                            file.offset_align(), file.mem_align(), pool.buffer_size(),
@@ -202,12 +204,26 @@ TransferResult bounce_transfer(IoOp op, const File& file, std::byte* dev, std::u
   PipelineSpec spec = make_spec(op, file, dev, offset, size, layout, cfg);
   spec.pool = &pool;
   spec.make_mover = [&device] { return std::make_unique<DeviceMover>(device); };
+  // Chunks the page cache holds are read buffered into the same pinned buffers (pipeline.hpp).
+  std::optional<ResidencyProbe> probe;
+  if (op == IoOp::read && direct && cfg.cache_policy == "auto") {
+    spec.residency = &probe.emplace(file.fd(), offset, size);
+  }
   const PipelineResult pr = run_and_record(Path::bounce, spec);
-  std::string how = direct ? fmt::format("O_DIRECT via {} pinned buffers of {}", pool.count(),
-                                         format_size(pool.buffer_size()))
-                           : "buffered: " + (cfg.direct_io ? file.direct_reason()
-                                                           : std::string("direct I/O disabled by configuration"));
-  return {size, Path::bounce, std::move(how), static_cast<double>(pr.nanoseconds) / 1e9, pr.ios};
+  const std::string via = fmt::format("via {} pinned buffers of {}", pool.count(), format_size(pool.buffer_size()));
+  std::string how;
+  if (direct) {
+    how = residency_reason(pr.residency, "O_DIRECT " + via);
+    if (pr.residency.direct_bytes == 0 && pr.residency.probes > 0) how += " " + via;
+  } else if (!cfg.direct_io) {
+    how = "buffered: direct I/O disabled by configuration";
+  } else if (use_cache && file.has_direct()) {
+    how = "buffered: cache_policy use " + via;
+  } else {
+    how = "buffered: " + file.direct_reason();
+  }
+  return {size, Path::bounce, std::move(how), static_cast<double>(pr.nanoseconds) / 1e9, pr.ios,
+          pr.residency.buffered_bytes};
 }
 
 TransferResult posix_transfer(IoOp op, const File& file, std::byte* dev, std::uint64_t size,

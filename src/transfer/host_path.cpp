@@ -1,7 +1,11 @@
 // The host path: file <-> host memory. O_DIRECT straight into the caller's buffer where its
 // address allows, through the host staging pool where not, buffered where the filesystem has no
-// direct I/O. The work itself is the shared pipeline (pipeline.hpp).
+// direct I/O. Reads follow cache_policy: auto reads what the page cache holds through it, chunk by
+// chunk (pipeline.hpp); use reads everything buffered; bypass never asks. The work itself is the
+// shared pipeline.
 #include "host_path.hpp"
+
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -14,10 +18,12 @@
 namespace sluice::detail {
 namespace {
 
-std::string host_reason(const File& file, const Config& cfg, bool use_direct, const ChunkLayout& layout) {
+std::string host_reason(IoOp op, const File& file, const Config& cfg, bool use_direct,
+                        const ChunkLayout& layout) {
   if (!use_direct) {
     if (!cfg.direct_io) return "buffered: direct I/O disabled by configuration";
     if (!file.has_direct()) return "buffered: " + file.direct_reason();
+    if (op == IoOp::read && cfg.cache_policy == "use") return "buffered: cache_policy use";
     return "buffered: O_DIRECT alignment larger than the I/O size";
   }
   if (layout.staged_count() == 0) return "O_DIRECT";
@@ -30,7 +36,7 @@ std::string host_reason(const File& file, const Config& cfg, bool use_direct, co
 
 TransferResult execute(IoOp op, const File& file, std::byte* user, std::uint64_t size,
                        std::uint64_t offset, const Config& cfg) {
-  const bool direct = cfg.direct_io && file.has_direct();
+  const bool direct = cfg.direct_io && file.has_direct() && !(op == IoOp::read && cfg.cache_policy == "use");
   StagingPool* pool = direct ? &host_staging_pool() : nullptr;
   const std::uint64_t io_size =
       pool != nullptr ? std::min<std::uint64_t>(cfg.io_size, pool->buffer_size()) : cfg.io_size;
@@ -38,12 +44,16 @@ TransferResult execute(IoOp op, const File& file, std::byte* user, std::uint64_t
   const ChunkLayout layout(op, offset, size, reinterpret_cast<std::uintptr_t>(user), use_direct,
                            file.offset_align(), file.mem_align(), io_size);
   PipelineSpec spec = make_spec(op, file, user, offset, size, layout, cfg);
+  std::optional<ResidencyProbe> probe;
+  if (op == IoOp::read && use_direct && cfg.cache_policy == "auto") {
+    spec.residency = &probe.emplace(file.fd(), offset, size);
+  }
   // Only a layout with staged chunks needs the pool; handing it over anyway makes each thread's
   // ring register (fault in and pin) the whole pool on first use, for nothing.
   spec.pool = layout.staged_count() > 0 ? pool : nullptr;
   const PipelineResult pr = run_and_record(Path::host, spec);
-  return {size, Path::host, host_reason(file, cfg, use_direct, layout),
-          static_cast<double>(pr.nanoseconds) / 1e9, pr.ios};
+  return {size, Path::host, residency_reason(pr.residency, host_reason(op, file, cfg, use_direct, layout)),
+          static_cast<double>(pr.nanoseconds) / 1e9, pr.ios, pr.residency.buffered_bytes};
 }
 
 }  // namespace

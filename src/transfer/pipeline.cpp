@@ -24,6 +24,7 @@
 #include "sluice/error.hpp"
 #include "sluice/stats.hpp"
 #include "sluice/thread_pool.hpp"
+#include "sluice/units.hpp"
 
 namespace sluice::detail {
 
@@ -45,6 +46,9 @@ struct Job {
   std::atomic<std::uint64_t> next{0};
   std::atomic<std::uint64_t> ios{0};
   std::atomic<bool> failed_flag{false};
+  struct {
+    std::atomic<std::uint64_t> probes{0}, pages{0}, cached_pages{0}, buffered_bytes{0}, direct_bytes{0};
+  } residency;
 
   std::mutex mutex;
   std::condition_variable cv;
@@ -91,7 +95,7 @@ class Worker {
   Worker& operator=(const Worker&) = delete;
 
   void run(std::uint64_t first) {
-    pending_ = first;
+    pending_ = place(spec_.layout->chunk(first));
     for (;;) {
       retire_copies();
       start_ready_writes();
@@ -126,14 +130,34 @@ class Worker {
   // Work this worker holds that counts against its queue depth.
   std::size_t busy() const { return engine_.in_flight() + ready_.size() + (spec_.op == IoOp::write ? copies_.size() : 0); }
 
+  // A read chunk the page cache holds at least half of goes through the buffered descriptor
+  // without readahead (File::cache_fd), covering just the caller's bytes: into the caller's
+  // memory, or staging for device memory.
+  Chunk place(const Chunk& c) {
+    if (spec_.residency == nullptr || !is_direct(c.mode)) return c;
+    const std::uint64_t n = c.user_end - c.user_begin;
+    const Residency r = spec_.residency->probe_edges(c.user_begin, n);
+    auto& tally = job_.residency;
+    tally.probes.fetch_add(1, std::memory_order_relaxed);
+    tally.pages.fetch_add(r.pages, std::memory_order_relaxed);
+    tally.cached_pages.fetch_add(r.cached, std::memory_order_relaxed);
+    if (2 * r.cached < r.pages) {
+      tally.direct_bytes.fetch_add(n, std::memory_order_relaxed);
+      return c;
+    }
+    tally.buffered_bytes.fetch_add(n, std::memory_order_relaxed);
+    return {c.user_begin, static_cast<std::uint32_t>(n), c.user_begin, c.user_end,
+            spec_.layout->staged_user() ? ChunkMode::buffered_staged : ChunkMode::buffered_user, true};
+  }
+
   void start_new_chunks() {
     while (busy() < spec_.depth) {
       if (!pending_) {
         const std::uint64_t i = job_.next.fetch_add(1);
         if (i >= spec_.layout->count()) return;
-        pending_ = i;
+        pending_ = place(spec_.layout->chunk(i));
       }
-      const Chunk c = spec_.layout->chunk(*pending_);
+      const Chunk c = *pending_;
       std::optional<StagingPool::Lease> lease;
       if (is_staged(c.mode)) {
         lease = spec_.pool->try_acquire();
@@ -146,7 +170,7 @@ class Worker {
 
   void block_for_buffer() {
     stats().count_staging_wait();
-    const Chunk c = spec_.layout->chunk(*pending_);
+    const Chunk c = *pending_;
     auto lease = spec_.pool->acquire();
     pending_.reset();
     begin(c, lease);
@@ -186,8 +210,10 @@ class Worker {
     if (!slot.buffered && file_slot_ >= 0) {
       r.fd = file_slot_;
       r.fixed_file = true;
+    } else if (!slot.buffered) {
+      r.fd = spec_.file->direct_fd();
     } else {
-      r.fd = slot.buffered ? spec_.file->fd() : spec_.file->direct_fd();
+      r.fd = slot.chunk.cached ? spec_.file->cache_fd() : spec_.file->fd();
     }
     engine_.prepare(r);
     job_.ios.fetch_add(1, std::memory_order_relaxed);
@@ -341,7 +367,7 @@ class Worker {
   std::vector<Slot> slots_;
   std::deque<unsigned> copies_;  // slots with a copy in flight, oldest first
   std::deque<unsigned> ready_;   // writes whose staging copy is done, waiting for the engine
-  std::optional<std::uint64_t> pending_;
+  std::optional<Chunk> pending_;  // claimed, placed, waiting for a staging buffer or a slot
   bool fixed_buffers_ = false;
   int file_slot_ = -1;
   bool stopping_ = false;
@@ -411,8 +437,12 @@ PipelineResult run_and_record(Path path, const PipelineSpec& spec) {
 PipelineResult run_pipeline(const PipelineSpec& spec) {
   auto job = std::make_shared<Job>(spec);
   const std::uint64_t chunks = spec.layout->count();
+  // One worker keeps `depth` O_DIRECT I/Os in flight; a buffered read of cached pages is a copy
+  // done in the submitting thread, so reads that may go buffered share out chunk by chunk.
+  const bool copies = spec.op == IoOp::read && (spec.residency != nullptr || !spec.layout->direct());
+  const std::uint64_t per_worker = copies ? 1 : spec.depth;
   const auto helpers = static_cast<unsigned>(std::min<std::uint64_t>(
-      spec.workers, (chunks + spec.depth - 1) / spec.depth)) - 1;
+      spec.workers, (chunks + per_worker - 1) / per_worker)) - 1;
   if (helpers > 0) {
     ThreadPool& tp = default_pool();
     tp.ensure_threads(helpers);
@@ -424,7 +454,22 @@ PipelineResult run_pipeline(const PipelineSpec& spec) {
     job->cv.wait(lock, [&] { return job->active == 0; });
   }
   if (job->error) std::rethrow_exception(job->error);
-  return {job->ios.load(), 0};
+  const auto& t = job->residency;
+  return {job->ios.load(), 0,
+          {t.probes.load(), t.pages.load(), t.cached_pages.load(), t.buffered_bytes.load(), t.direct_bytes.load()}};
+}
+
+std::string residency_reason(const ResidencyTally& t, const std::string& direct_how) {
+  if (t.probes == 0) return direct_how;
+  // Whole percent, never rounded up to 100 nor down to 0 when that would not be true.
+  std::uint64_t pct = t.pages == 0 ? 0 : t.cached_pages * 100 / t.pages;
+  if (pct == 0 && t.cached_pages > 0) pct = 1;
+  if (pct == 100 && t.cached_pages < t.pages) pct = 99;
+  const std::string held = fmt::format("page cache held {}% of the range", pct);
+  if (t.direct_bytes == 0) return held + ": buffered";
+  if (t.buffered_bytes == 0) return held + ": " + direct_how;
+  return fmt::format("{}: mixed: {} buffered, {} {}", held, format_size(t.buffered_bytes),
+                     format_size(t.direct_bytes), direct_how);
 }
 
 }  // namespace sluice::detail

@@ -17,6 +17,7 @@
 #include "gpu_paths.hpp"
 #include "host_path.hpp"
 #include "sluice/error.hpp"
+#include "sluice/residency.hpp"
 #include "sluice/stats.hpp"
 #include "sluice/thread_pool.hpp"
 
@@ -68,6 +69,15 @@ std::optional<Obstacle> direct_obstacle(const File& file, const void* buf, std::
   return std::nullopt;
 }
 
+// Why auto should not take GPUDirect, which always reads the device, for a read: cache_policy
+// use says to read through the page cache. Under auto a read the cache holds still goes direct:
+// storage behind GDS is typically as fast as a copy out of the cache and through pinned memory,
+// and a real GPU to measure that on decides otherwise (docs/paths.md).
+std::optional<std::string> cache_obstacle(IoOp op, const Config& cfg) {
+  if (op == IoOp::read && cfg.cache_policy == "use") return "cache_policy use: through the page cache";
+  return std::nullopt;
+}
+
 struct Choice {
   Path path;
   std::string reason;
@@ -91,7 +101,11 @@ Choice choose(IoOp op, const File& file, const void* buf, std::uint64_t size, st
   if (want == Path::host) throw_usage_error(ctx, "path host needs host memory, but the buffer is device memory");
   if (want == Path::bounce || want == Path::posix) return {want, "requested", true};
   const auto obstacle = direct_obstacle(file, buf, size, offset);
-  if (!obstacle) return {Path::direct, strict ? "requested" : "auto", strict};
+  if (!obstacle) {
+    if (strict) return {Path::direct, "requested", true};
+    if (auto why = cache_obstacle(op, cfg)) return {Path::bounce, "auto: " + *why, false};
+    return {Path::direct, "auto", false};
+  }
   if (strict) {
     throw Error(ErrorDomain::cufile, 5008, ctx, fmt::format("path direct unavailable: {}", obstacle->why));
   }
@@ -188,14 +202,30 @@ TransferResult write(const File& file, const void* buf, std::uint64_t size, std:
   return r;
 }
 
+namespace {
+
+// What the host path would do with a read of this range.
+std::string host_choice(const File& file, std::uint64_t size, std::uint64_t offset, const Config& cfg) {
+  if (!cfg.direct_io) return "buffered: direct I/O disabled by configuration";
+  if (!file.has_direct()) return "buffered: " + file.direct_reason();
+  if (cfg.cache_policy == "use") return "buffered: cache_policy use";
+  if (cfg.cache_policy == "bypass") return "O_DIRECT";
+  const std::uint64_t file_size = file.size();
+  if (offset >= file_size || size == 0) return "O_DIRECT";
+  const Residency r = page_cache_residency(file.fd(), offset, std::min(size, file_size - offset));
+  const std::uint64_t pct = r.cached * 100 / std::max<std::uint64_t>(r.pages, 1);
+  if (r.cached == r.pages) return "page cache holds 100% of the range: buffered";
+  if (r.cached == 0) return "page cache holds 0% of the range: O_DIRECT";
+  return fmt::format("page cache holds {}% of the range: chunks it holds buffered, the rest O_DIRECT", pct);
+}
+
+}  // namespace
+
 PathChoice choose_path(const File& file, const void* buf, std::uint64_t size, std::uint64_t offset,
                        const TransferOptions& options) {
   auto cfg = effective(options);
   Choice c = choose(IoOp::read, file, buf, size, offset, options, *cfg);
-  if (c.path == Path::host) {
-    c.reason = file.has_direct() && cfg->direct_io ? "host memory: O_DIRECT"
-                                                    : "host memory: buffered: " + file.direct_reason();
-  }
+  if (c.path == Path::host) c.reason = "host memory: " + host_choice(file, size, offset, *cfg);
   return {c.path, c.reason};
 }
 

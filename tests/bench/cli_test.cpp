@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <map>
 #include <regex>
 
 #include <fmt/format.h>
@@ -14,6 +16,7 @@
 #include "sluice/bench.hpp"
 #include "sluice/bench_report.hpp"
 #include "sluice/config.hpp"
+#include "sluice/units.hpp"
 #include "support/test_util.hpp"
 
 #ifndef SLUICE_CLI_PATH
@@ -222,7 +225,7 @@ TEST_F(BenchCli, MixedRunsReportReadsAndWritesApart) {
 // interval, so every percentile is at most the total's); absent in the default batched loop.
 TEST_F(BenchCli, CompletionLatencyOnlyWhereSubmissionIsItsOwnSyscall) {
   std::string why;
-  if (!uring_available(&why)) GTEST_SKIP() << "clat is measured on io_uring only: " << why;
+  if (!uring_available(&why)) SLUICE_SKIP_OR_FAIL("clat is measured on io_uring only, which is unavailable: " + why);
   const std::string report = dir_->file("clat.json"), csv_path = dir_->file("clat.csv");
   const CliRun r = bench(fmt::format("--file {} --size 2M --block-size 4K --rw randread --iodepth 4 "
                                      "--submit-batch 3 --reap-batch 1 --json {} --csv {}",
@@ -282,34 +285,125 @@ TEST_F(BenchCli, LoopShapeAndBufferOptionsReachThePlan) {
   EXPECT_EQ(json::parse(p.out), j["config"]);
 }
 
+// --cache-policy: bypass by default (a storage measurement), auto reads the blocks the page cache
+// holds through it and reports those I/Os under their own reason, use reads them all buffered.
+TEST_F(BenchCli, CachePolicyReachesThePlanAndTheReport) {
+  const CliRun d = bench(fmt::format("--print-plan -f {}", f()));
+  ASSERT_EQ(d.rc, 0) << d.err;
+  EXPECT_EQ(json::parse(d.out)["workload"]["cache_policy"], "bypass");
+  // Written buffered just now, so the page cache holds all of it.
+  test::write_file(file_, test::random_bytes(4 * MiB, 5));
+  auto reasons = [&](const std::string& extra) {
+    const std::string report = dir_->file("cache.json");
+    const CliRun r = bench(fmt::format("--file {} --size 4M --block-size 64K --iodepth 4 --json {} {}", f(),
+                                       shell_quote(report), extra));
+    EXPECT_EQ(r.rc, 0) << r.err;
+    const json j = json::parse(test::read_text(report));
+    EXPECT_EQ(j["config"]["workload"]["cache_policy"], extra.empty() ? "bypass" : extra.substr(extra.rfind(' ') + 1));
+    std::map<std::string, std::uint64_t> out;
+    for (const auto& p : j["results"][0]["paths"]) out[p["reason"]] += p["ios"].get<std::uint64_t>();
+    return out;
+  };
+  const auto bypass = reasons("");
+  ASSERT_EQ(bypass.size(), 1U);
+  EXPECT_NE(bypass.begin()->first.find("O_DIRECT"), std::string::npos) << bypass.begin()->first;
+  const auto cached = reasons("--cache-policy auto");
+  ASSERT_EQ(cached.size(), 1U) << "every block of a file just written is cached";
+  EXPECT_NE(cached.begin()->first.find("the page cache held the block"), std::string::npos) << cached.begin()->first;
+  EXPECT_EQ(cached.begin()->second, 64U);
+  const auto use = reasons("--cache-policy use");
+  ASSERT_EQ(use.size(), 1U);
+  EXPECT_NE(use.begin()->first.find("--cache-policy use"), std::string::npos) << use.begin()->first;
+  // Contradictions are usage errors.
+  for (const char* bad : {"--direct --cache-policy auto", "--buffered --cache-policy auto", "--cache-policy never"}) {
+    const CliRun r = bench(fmt::format("--file {} {}", f(), bad));
+    EXPECT_EQ(r.rc, 2) << bad << "\n" << r.err;
+    EXPECT_NE(r.err.find("cache-policy"), std::string::npos) << bad << "\n" << r.err;
+  }
+}
+
 TEST_F(BenchCli, ProgressLineOnlyOnATerminal) {
-  const std::string args = fmt::format("--file {} --size 4M --block-size 64K --rw randread --time 1.6", f());
+  const std::string args = fmt::format("--file {} --size 4M --block-size 64K --rw randread --time 3", f());
   const CliRun plain = bench(args);  // stderr is a file here
   ASSERT_EQ(plain.rc, 0) << plain.err;
   EXPECT_EQ(plain.err.find('\r'), std::string::npos) << plain.err;
   EXPECT_EQ(plain.err.find("GiB/s"), std::string::npos) << plain.err;
 
-  if (test::shell("command -v script >/dev/null 2>&1") != 0) GTEST_SKIP() << "no script(1) to provide a terminal";
-  const std::string out = dir_->file("tty.out");
-  const std::string cmd = fmt::format("{} bench {}", shell_quote(SLUICE_CLI_PATH), args);
+  if (!test::have_program("script")) SLUICE_SKIP_OR_FAIL("no script(1) to provide a terminal (bsdutils)");
+  const std::string out = dir_->file("tty.out"), report = dir_->file("tty.json");
+  const std::string cmd = fmt::format("{} bench {} --json {}", shell_quote(SLUICE_CLI_PATH), args, shell_quote(report));
   const int rc = test::shell(fmt::format("script -qec {} /dev/null </dev/null >{} 2>&1", shell_quote(cmd),
                                          shell_quote(out)));
   ASSERT_EQ(rc, 0) << test::read_text(out);
   const std::string tty = test::read_text(out);
-  // "\r\033[K  1.0 s  12.0 MiB  0.012 GiB/s   62%": drawn after the first second, then erased.
-  EXPECT_TRUE(std::regex_search(tty, std::regex("\r\x1b\\[K  1\\.[0-9] s  [0-9.]+ [KMG]?i?B  [0-9.]+ GiB/s +[0-9]+%")))
-      << tty;
+  const json res = json::parse(test::read_text(report))["results"][0];
+  const double seconds = res["seconds"].get<double>();
+  const auto bytes = res["bytes"].get<std::uint64_t>();
+  // "\r\033[K  1.0 s  12.0 MiB  0.012 GiB/s   33%": redrawn every half second of the run's clock
+  // from the first second on, then erased before the result. Held to the run's own figures: the
+  // i-th line no sooner than (i+1)/2 s in, lines in order, bytes never past what the run reports
+  // it moved (to the rounding of the printed figure), the percentage the elapsed part of --time 3.
+  const std::regex line("\r\x1b\\[K  ([0-9.]+) s  ([0-9]+)\\.?([0-9]*) ([KMG]?i?B)  [0-9.]+ GiB/s +([0-9]+)%");
+  double last_s = 0, last_b = 0;
+  int lines = 0;
+  for (auto it = std::sregex_iterator(tty.begin(), tty.end(), line); it != std::sregex_iterator(); ++it) {
+    const std::smatch& m = *it;
+    SCOPED_TRACE(m.str(0).substr(4));
+    const double at = std::stod(m[1].str());
+    const double unit = m[4] == "B" ? 1 : m[4] == "KiB" ? KiB : m[4] == "MiB" ? MiB : static_cast<double>(GiB);
+    const double b = std::stod(m[2].str() + "." + m[3].str() + "0") * unit;
+    const double rounding = 0.5 * std::pow(10.0, -static_cast<double>(m[3].length())) * unit;
+    EXPECT_GE(at, std::max(1.0, 0.5 * (lines + 1)) - 0.05);  // printed to a tenth
+    EXPECT_GT(at, last_s);
+    EXPECT_GE(b + rounding, last_b);
+    EXPECT_LE(b - rounding, static_cast<double>(bytes)) << "more than the run moved";
+    EXPECT_NEAR(std::stod(m[5].str()), 100 * at / 3, 2.5);
+    last_s = at;
+    last_b = b - rounding;
+    ++lines;
+  }
+  EXPECT_GE(lines, 1) << tty;
+  EXPECT_GE(seconds, 3.0);
+  const std::size_t last = tty.rfind("\x1b[K  ");
+  ASSERT_NE(last, std::string::npos) << tty;
+  EXPECT_NE(tty.find("\r\x1b[K", last + 1), std::string::npos) << "the last progress line was not erased";
 }
 
 TEST_F(BenchCli, CompareOnTheSimDevicePrintsMediansAndRatios) {
+  const std::string report = dir_->file("compare.json");
   const CliRun r = bench(fmt::format("--file {} --size 1M --block-size 128K --iodepth 2 --device sim "
-                                     "--compare cpu-only,cpu-async-gpu,gpu-direct --repeat 2", f()));
+                                     "--compare cpu-only,cpu-async-gpu,gpu-direct --repeat 2 --json {}",
+                                     f(), shell_quote(report)));
   ASSERT_EQ(r.rc, 0) << r.err << r.out;
   EXPECT_NE(r.out.find("medians over 2 round(s)"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("cpu-async-gpu"), std::string::npos);
-  EXPECT_NE(r.out.find("1.00x"), std::string::npos);
   if (r.out.find("FELL BACK") != std::string::npos) {
     EXPECT_NE(r.out.find("!! gpu-direct did not run on the direct path"), std::string::npos) << r.out;
+  }
+  // Each summary row against the results it summarizes: the median (mean of two) of its rounds'
+  // throughput, and the ratio of that to cpu-only's, as the table prints them.
+  const json doc = json::parse(test::read_text(report));
+  std::map<std::string, std::vector<double>> rounds;
+  for (const json& x : doc["results"]) rounds[x["xfer"].get<std::string>()].push_back(x["gib_per_s"].get<double>());
+  const json& summary = doc["summary"];
+  ASSERT_EQ(summary.size(), 3U) << summary.dump(1);
+  auto median2 = [&](const std::string& xfer) {
+    const auto& v = rounds[xfer];
+    EXPECT_EQ(v.size(), 2U) << xfer;
+    return v.size() == 2 ? (v[0] + v[1]) / 2 : 0.0;
+  };
+  const double base = median2("cpu-only");
+  ASSERT_GT(base, 0.0);
+  const char* order[] = {"cpu-only", "cpu-async-gpu", "gpu-direct"};
+  for (std::size_t i = 0; i < 3; ++i) {
+    const json& row = summary[i];
+    SCOPED_TRACE(order[i]);
+    EXPECT_EQ(row["xfer"], order[i]);
+    EXPECT_EQ(row["rounds"], 2);
+    const double gib = median2(order[i]);
+    EXPECT_NEAR(row["gib_per_s"].get<double>(), gib, 1e-9 * gib);
+    EXPECT_NEAR(row["ratio"].get<double>(), gib / base, 1e-9);
+    const std::regex printed(fmt::format("\n{} +128K +2 +{:.3f} .* {:.2f}x  ", order[i], gib, gib / base));
+    EXPECT_TRUE(std::regex_search(r.out, printed)) << r.out;
   }
 }
 

@@ -175,12 +175,68 @@ TEST_F(BenchEngine, CompareInterleavesRoundsAndSummarizes) {
   EXPECT_EQ(runs[2].xfer, XferType::cpu_only);
   EXPECT_EQ(runs[2].round, 2U);
   EXPECT_EQ(runs[4].block_size, 64 * KiB);
+  // The summary against the runs themselves: each row's throughput is the mean of its two
+  // rounds (the median of two), and its ratio that over the first type's at the same block size.
+  auto mean_of = [&](XferType x, std::uint64_t bs) {
+    double sum = 0;
+    int n = 0;
+    for (const RunResult& r : runs) {
+      if (r.xfer != x || r.block_size != bs) continue;
+      sum += static_cast<double>(r.bytes) / static_cast<double>(GiB) / r.seconds;
+      ++n;
+    }
+    EXPECT_EQ(n, 2) << to_string(x) << " " << bs;
+    return sum / n;
+  };
   const auto s = summarize(runs);
   ASSERT_EQ(s.size(), 4U);
-  EXPECT_EQ(s[0].rounds, 2U);
+  const std::pair<XferType, std::uint64_t> rows[] = {{XferType::cpu_only, 32 * KiB}, {XferType::cpu_async_gpu, 32 * KiB},
+                                                     {XferType::cpu_only, 64 * KiB}, {XferType::cpu_async_gpu, 64 * KiB}};
+  for (std::size_t i = 0; i < 4; ++i) {
+    const auto [x, bs] = rows[i];
+    SCOPED_TRACE(fmt::format("{} {}", to_string(x), bs));
+    EXPECT_EQ(s[i].xfer, x);
+    EXPECT_EQ(s[i].block_size, bs);
+    EXPECT_EQ(s[i].rounds, 2U);
+    EXPECT_NEAR(s[i].gib_per_s, mean_of(x, bs), 1e-9 * s[i].gib_per_s);
+    EXPECT_NEAR(s[i].ratio, mean_of(x, bs) / mean_of(XferType::cpu_only, bs), 1e-9);
+  }
+  const std::string table = summary_table(s);
+  EXPECT_NE(table.find(fmt::format("{:.2f}x", s[1].ratio)), std::string::npos) << table;
+}
+
+// Medians and ratios from hand-made runs: odd and even round counts, a failed run and a verify
+// pass left out, a baseline per block size, a baseline that measured nothing.
+TEST(BenchSummary, MediansAndRatiosFromKnownRuns) {
+  auto run = [](XferType x, std::uint64_t bs, double gib, std::string phase = "run", std::string error = "") {
+    RunResult r;
+    r.xfer = x;
+    r.block_size = bs;
+    r.bytes = GiB;
+    r.seconds = gib > 0 ? 1.0 / gib : 0;  // gib_per_s() = bytes / GiB / seconds
+    r.phase = std::move(phase);
+    r.error = std::move(error);
+    return r;
+  };
+  const auto cpu = XferType::cpu_only, gpu = XferType::gpu_direct;
+  const std::vector<RunResult> runs = {
+      run(cpu, 4096, 2.0), run(gpu, 4096, 1.0), run(cpu, 4096, 8.0), run(gpu, 4096, 3.0),
+      run(cpu, 4096, 4.0), run(gpu, 4096, 100.0, "verify"), run(gpu, 4096, 50.0, "run", "EIO"),
+      run(cpu, 8192, 0.0), run(gpu, 8192, 5.0),
+  };
+  const auto s = summarize(runs);
+  ASSERT_EQ(s.size(), 4U);
+  EXPECT_EQ(s[0].xfer, cpu);
+  EXPECT_EQ(s[0].rounds, 3U);
+  EXPECT_DOUBLE_EQ(s[0].gib_per_s, 4.0);  // median of 2, 8, 4
   EXPECT_DOUBLE_EQ(s[0].ratio, 1.0);
-  EXPECT_GT(s[1].ratio, 0.0);
-  EXPECT_FALSE(summary_table(s).empty());
+  EXPECT_EQ(s[1].xfer, gpu);
+  EXPECT_EQ(s[1].rounds, 2U);             // the verify pass and the failed run are not rounds
+  EXPECT_DOUBLE_EQ(s[1].gib_per_s, 2.0);  // median of 1 and 3
+  EXPECT_DOUBLE_EQ(s[1].ratio, 0.5);      // 2 / 4
+  EXPECT_EQ(s[2].block_size, 8192U);
+  EXPECT_DOUBLE_EQ(s[3].gib_per_s, 5.0);
+  EXPECT_DOUBLE_EQ(s[3].ratio, 0.0);      // no ratio over a baseline of nothing
 }
 
 TEST_F(BenchEngine, TimeBoundRunsSampleThroughput) {
@@ -191,8 +247,15 @@ TEST_F(BenchEngine, TimeBoundRunsSampleThroughput) {
   const RunResult r = run_workload(w);
   EXPECT_TRUE(r.error.empty()) << r.error;
   EXPECT_GE(r.seconds, 0.4);
-  EXPECT_LT(r.seconds, 3.0);
+  // One sample per 0.1 s of the run's own clock, in order: the i-th ends no sooner than i+1
+  // intervals in.
   EXPECT_GE(r.samples.size(), 2U);
+  for (std::size_t i = 0; i < r.samples.size(); ++i) {
+    EXPECT_GE(r.samples[i].t, 0.1 * static_cast<double>(i + 1) - 1e-9) << i;
+    if (i > 0) {
+      EXPECT_GT(r.samples[i].t, r.samples[i - 1].t) << i;
+    }
+  }
 }
 
 TEST_F(BenchEngine, FailureMidRunReportsWhatRan) {

@@ -260,6 +260,65 @@ TEST(DoctorDiagnose, GainsWithinNoiseAreNotFindings) {
   EXPECT_TRUE(diagnose(e).findings.empty());
 }
 
+// Two interleaved rounds of the baseline and of every trial compared with it: confident. One
+// round of any of them (a budget too small): low, naming those probes and the budget that would
+// give two. The combined run (once, by design) and a failed trial never lower it.
+TEST(DoctorDiagnose, ConfidenceNeedsTwoInterleavedRoundsOfEveryComparedProbe) {
+  Evidence e = evidence(0.4, bench::RwMode::randread, 64 * KiB, 32);
+  e.baseline.rounds = 2;
+  trial(e, "iodepth", 0.5, [](bench::Workload& w) { w.iodepth = 64; }).rounds = 2;
+  trial(e, "aligned", 0.9, [](bench::Workload& w) { w.unaligned = false; }).rounds = 2;
+  trial(e, "threads", 0, [](bench::Workload& w) { w.threads = 2; }).error = "failed";
+  trial(e, "combined", 1.0, [](bench::Workload& w) { w.unaligned = false; }).rounds = 1;
+  const Diagnosis sure = diagnose(e);
+  EXPECT_FALSE(sure.confidence.low) << sure.confidence.reason;
+  EXPECT_TRUE(sure.confidence.reason.empty());
+  EXPECT_TRUE(sure.confidence.few_rounds.empty());
+  EXPECT_TRUE(sure.confidence.device_shared.empty());
+
+  e.baseline.rounds = 1;
+  e.trials[1].rounds = 1;
+  e.two_round_budget_s = 9;
+  const Diagnosis d = diagnose(e);
+  EXPECT_TRUE(d.confidence.low);
+  EXPECT_EQ(d.confidence.few_rounds, (std::vector<std::string>{"baseline", "aligned"}));
+  EXPECT_TRUE(d.confidence.device_shared.empty());
+  EXPECT_NE(d.confidence.reason.find("baseline, aligned measured in fewer than 2 interleaved "
+                                     "rounds"),
+            std::string::npos)
+      << d.confidence.reason;
+  EXPECT_NE(d.confidence.reason.find("--budget 9s"), std::string::npos) << d.confidence.reason;
+  // The finding itself is still named: low confidence qualifies it, it does not hide it.
+  ASSERT_FALSE(d.findings.empty());
+  EXPECT_EQ(d.findings[0].cause, Cause::alignment);
+}
+
+// Other processes reading the same device while a compared probe ran (a quarter of its bytes or
+// more): low, naming those probes; a smaller share, or one not known, is no reason.
+TEST(DoctorDiagnose, ConfidenceNeedsTheDeviceToItself) {
+  Evidence e = evidence(0.1, bench::RwMode::randread, 4 * KiB, 32);
+  e.devno = "254:0";
+  e.baseline.rounds = 2;
+  e.baseline.others_read_share = 0.1;
+  trial(e, "iodepth", 0.1, [](bench::Workload& w) { w.iodepth = 64; }).rounds = 2;
+  trial(e, "aligned", 0.2, [](bench::Workload& w) { w.unaligned = false; }).rounds = 2;
+  e.trials[1].others_read_share = 0.24;
+  trial(e, "combined", 0.3, [](bench::Workload& w) { w.unaligned = false; }).others_read_share =
+      0.9;
+  e.trials.back().rounds = 1;
+  EXPECT_FALSE(diagnose(e).confidence.low) << diagnose(e).confidence.reason;
+
+  e.trials[1].others_read_share = 0.6;
+  const Diagnosis d = diagnose(e);
+  EXPECT_TRUE(d.confidence.low);
+  EXPECT_TRUE(d.confidence.few_rounds.empty());
+  EXPECT_EQ(d.confidence.device_shared, (std::vector<std::string>{"aligned"}));
+  EXPECT_NE(d.confidence.reason.find("other processes read up to 60% of the bytes read from "
+                                     "device 254:0 while aligned ran"),
+            std::string::npos)
+      << d.confidence.reason;
+}
+
 TEST(DoctorDiagnose, ABindingCgroupLimitComesFirst) {
   Evidence e = evidence(19.5 / 1024, bench::RwMode::randread, 4 * KiB);
   e.throttles.push_back({.file = "/sys/fs/cgroup/blkio/t/blkio.throttle.read_bps_device",

@@ -8,10 +8,21 @@ cd "$(dirname "$0")/../.."
 out=${1:-build/fuzz}
 seconds=${2:-30}
 cxx=${CXX_FUZZ:-clang++}
-if ! command -v "$cxx" >/dev/null; then
-  echo "fuzz: $cxx not found, skipping (apt-get install clang libclang-rt-14-dev)"; exit 0
-fi
+# Without the compiler or libFuzzer's runtime this skips, except under SLUICE_TEST_STRICT=1 (CI),
+# where make deps has installed both and their absence is a failure.
+skip() {
+  if [ "${SLUICE_TEST_STRICT:-}" = 1 ]; then
+    echo "fuzz: FAILED: $1 (SLUICE_TEST_STRICT=1; apt-get install clang libclang-rt-14-dev)" >&2; exit 1
+  fi
+  echo "fuzz: SKIPPED: $1 (apt-get install clang libclang-rt-14-dev)"; exit 0
+}
+command -v "$cxx" >/dev/null || skip "$cxx not found"
 mkdir -p "$out"
+probe="$out/libfuzzer-probe"
+printf '%s\n' '#include <cstddef>' '#include <cstdint>' \
+  'extern "C" int LLVMFuzzerTestOneInput(const uint8_t*, size_t) { return 0; }' >"$probe.cpp"
+"$cxx" -fsanitize=fuzzer -o "$probe" "$probe.cpp" 2>"$probe.log" ||
+  skip "$cxx cannot link libFuzzer: $(grep -m1 -i error "$probe.log" || head -1 "$probe.log")"
 srcs=(src/core/error.cpp src/formats/layout.cpp src/formats/npy.cpp src/formats/py_literal.cpp
       src/formats/safetensors.cpp)
 flags=(-std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all

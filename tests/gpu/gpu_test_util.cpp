@@ -104,6 +104,7 @@ std::shared_ptr<const Config> make_config(const Shape& s) {
   cfg.set("direct_io", s.direct_io ? "true" : "false");
   cfg.set("io_size", std::to_string(s.piece));
   cfg.set("bounce_buffer_size", std::to_string(s.piece));
+  cfg.set("cache_policy", s.cache_policy);
   return std::make_shared<const Config>(std::move(cfg));
 }
 

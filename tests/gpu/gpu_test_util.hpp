@@ -71,6 +71,9 @@ struct Shape {
   unsigned queue_depth = 1;
   bool direct_io = true;
   std::uint64_t piece = 64 << 10;
+  /// bypass: test files are read right after they are written, from the page cache, and these
+  /// shapes are meant to cover O_DIRECT (tests/cache_policy_test.cpp covers auto).
+  std::string cache_policy = "bypass";
 };
 [[nodiscard]] std::shared_ptr<const Config> make_config(const Shape& s);
 

@@ -1,15 +1,41 @@
 #!/usr/bin/env bash
-# Installs the build into a temporary prefix, then builds a consumer against it twice: with
+# Installs the build into a temporary prefix and runs what it installed in a clean environment
+# (env -i: no LD_LIBRARY_PATH, no PATH): the sluice CLI, whose $ORIGIN-relative RUNPATH must find
+# libsluice, also after the prefix is moved. Then builds a consumer against the prefix twice: with
 # find_package(sluice) (CMake package config) and with pkg-config, and runs both. Then the same
-# for libsluice_cufile: a cuFile example built with find_package (sluice::cufile) and with plain
-# `cc -I<prefix>/include/sluice ... -lsluice_cufile`, <sluice/cufile.h> with -I<prefix>/include,
-# and the drop-in <prefix>/lib/sluice/libcufile.so.0 loaded by name.
+# for libsluice_cufile: the cuFile example read_to_gpu.c built with find_package (sluice::cufile)
+# and with plain `cc -I<prefix>/include/sluice ... -lsluice_cufile`, <sluice/cufile.h> with
+# -I<prefix>/include, and the drop-in <prefix>/lib/sluice/libcufile.so.0 loaded by name.
+# Programs linked by hand carry -Wl,-rpath,<prefix>/lib, as docs/build.md tells users to.
+# Last, the uninstall script removes every installed file again.
 # Usage: check-install.sh BUILD_DIR SOURCE_DIR
 set -euo pipefail
 build=$1 src=$2
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/sluice-install.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
+# The simulated device: host memory, unless a CUDA driver is installed (the examples then use it).
+clean() { env -i SLUICE_DEVICE=sim "$@"; }
 cmake --install "$build" --prefix "$tmp/prefix" >/dev/null
+lib="$tmp/prefix/lib"
+head -c 1000000 /dev/urandom > "$tmp/data.bin"
+
+# The installed CLI starts and moves bytes with nothing but its own RUNPATH.
+clean "$tmp/prefix/bin/sluice" --version
+clean "$tmp/prefix/bin/sluice" read "$tmp/data.bin" --device sim --out "$tmp/copy.bin"
+cmp "$tmp/data.bin" "$tmp/copy.bin"
+# No installed file points into the build or source tree (they may be gone on a user's machine).
+for f in "$tmp/prefix/bin/sluice" "$lib/libsluice.so.0" "$lib/libsluice_cufile.so.0"; do
+  runpath=$(readelf -d "$f" | sed -n 's/.*(RUNPATH).*\[\(.*\)\]/\1/p')
+  case ":$runpath:" in
+    *":$build"*|*":$src"*) echo "$f: RUNPATH '$runpath' names the build or source tree" >&2; exit 1 ;;
+  esac
+done
+readelf -d "$tmp/prefix/bin/sluice" | grep -q 'RUNPATH.*\$ORIGIN/\.\./lib'
+# A moved prefix still works: the RUNPATH is relative to the binary.
+mv "$tmp/prefix" "$tmp/moved"
+clean "$tmp/moved/bin/sluice" --version >/dev/null
+mv "$tmp/moved" "$tmp/prefix"
+
 mkdir -p "$tmp/app"
 cat > "$tmp/app/CMakeLists.txt" <<CM
 cmake_minimum_required(VERSION 3.25)
@@ -23,23 +49,23 @@ target_link_libraries(cufile_app sluice::cufile \${CMAKE_DL_LIBS})
 CM
 cmake -S "$tmp/app" -B "$tmp/app/build" -DCMAKE_PREFIX_PATH="$tmp/prefix" >/dev/null
 cmake --build "$tmp/app/build" >/dev/null
-head -c 1000000 /dev/urandom > "$tmp/data.bin"
-LD_LIBRARY_PATH="$tmp/prefix/lib" "$tmp/app/build/app" "$tmp/data.bin"
-flags=$(PKG_CONFIG_PATH="$tmp/prefix/lib/pkgconfig" pkg-config --cflags --libs sluice)
+clean "$tmp/app/build/app" "$tmp/data.bin"  # CMake gives it the RUNPATH to <prefix>/lib
+flags=$(PKG_CONFIG_PATH="$lib/pkgconfig" pkg-config --cflags --libs sluice)
+pc_libdir=$(PKG_CONFIG_PATH="$lib/pkgconfig" pkg-config --variable=libdir sluice)
+[ "$(cd "$pc_libdir" && pwd -P)" = "$(cd "$lib" && pwd -P)" ]
 # shellcheck disable=SC2086
-c++ -std=c++20 "$src/tests/install/consumer.cpp" $flags -o "$tmp/app-pc"
-LD_LIBRARY_PATH="$tmp/prefix/lib" "$tmp/app-pc" "$tmp/data.bin"
+c++ -std=c++20 "$src/tests/install/consumer.cpp" $flags -Wl,-rpath,"$pc_libdir" -o "$tmp/app-pc"
+clean "$tmp/app-pc" "$tmp/data.bin"
 
-# libsluice_cufile: host memory here unless a CUDA driver is installed (the example then uses it).
-export SLUICE_DEVICE=sim
-LD_LIBRARY_PATH="$tmp/prefix/lib" "$tmp/app/build/cufile_app" "$tmp/data.bin" 1000000 --check
+# libsluice_cufile
+clean "$tmp/app/build/cufile_app" "$tmp/data.bin" 1000000 --check
 cc -std=c11 -I"$tmp/prefix/include/sluice" "$src/examples/cufile/read_to_gpu.c" \
-   -L"$tmp/prefix/lib" -lsluice_cufile -ldl -o "$tmp/read_to_gpu"
-LD_LIBRARY_PATH="$tmp/prefix/lib" "$tmp/read_to_gpu" "$tmp/data.bin" 1000000 --check
+   -L"$lib" -Wl,-rpath,"$lib" -lsluice_cufile -ldl -o "$tmp/read_to_gpu"
+clean "$tmp/read_to_gpu" "$tmp/data.bin" 1000000 --check
 printf '#include <sluice/cufile.h>\nint main(void) { int v = 0; return cuFileGetVersion(&v).err != CU_FILE_SUCCESS || v < 1000; }\n' \
   > "$tmp/version.c"
-cc -std=c11 -I"$tmp/prefix/include" "$tmp/version.c" -L"$tmp/prefix/lib" -lsluice_cufile -o "$tmp/version"
-LD_LIBRARY_PATH="$tmp/prefix/lib" "$tmp/version"
+cc -std=c11 -I"$tmp/prefix/include" "$tmp/version.c" -L"$lib" -Wl,-rpath,"$lib" -lsluice_cufile -o "$tmp/version"
+clean "$tmp/version"
 # Drop-in: only <prefix>/lib/sluice on the library path; libsluice is found through the RUNPATH.
 [ "$(readlink "$tmp/prefix/lib/sluice/libcufile.so.0")" = ../libsluice_cufile.so.0 ]
 cat > "$tmp/dropin.c" <<'C'
@@ -60,5 +86,10 @@ int main(void) {
 }
 C
 cc -std=c11 -I"$tmp/prefix/include/sluice" "$tmp/dropin.c" -ldl -o "$tmp/dropin"
-LD_LIBRARY_PATH="$tmp/prefix/lib/sluice" "$tmp/dropin"
-echo "install check: find_package and pkg-config consumers ran; so did the cuFile ones and the drop-in"
+clean LD_LIBRARY_PATH="$lib/sluice" "$tmp/dropin"
+
+# make uninstall's script leaves no file or link of the install behind.
+cmake -DPREFIX="$tmp/prefix" -P "$src/cmake/SluiceUninstall.cmake" >/dev/null
+left=$(find "$tmp/prefix" ! -type d)
+[ -z "$left" ] || { echo "uninstall left: $left" >&2; exit 1; }
+echo "install check: the installed sluice ran (also moved); find_package and pkg-config consumers ran; so did the cuFile ones and the drop-in; uninstall removed it all"

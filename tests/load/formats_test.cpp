@@ -20,18 +20,25 @@ using test::StTensor;
 TensorFileLayout st(const std::vector<std::byte>& f) { return parse_safetensors(f, f.size(), "t.safetensors"); }
 TensorFileLayout np(const std::vector<std::byte>& f) { return parse_npy(f, f.size(), "t.npy", "t"); }
 
+// Sizes from the specification's table (tensor_files.hpp), offsets from how the file was
+// written: the data is the file's tail, tensors back to back in the order given.
 TEST(Safetensors, EveryDtypeWithItsSize) {
   std::vector<StTensor> ts;
-  for (std::string_view d : formats::safetensors_dtypes()) {
-    const std::uint32_t bits = formats::safetensors_dtype_bits(d);
-    ASSERT_GT(bits, 0u) << d;
-    ts.push_back({std::string(d) + "_t", std::string(d), {4, 2}, pattern(8 * bits / 8)});
+  std::uint64_t data_bytes = 0;
+  for (const test::StDtype& d : test::st_dtypes) {
+    ts.push_back({std::string(d.name) + "_t", d.name, {4, 2}, pattern(8 * d.bits / 8)});
+    data_bytes += 8 * d.bits / 8;
+    EXPECT_EQ(formats::safetensors_dtype_bits(d.name), d.bits) << d.name;
   }
   ASSERT_EQ(ts.size(), 22u);
+  const auto names = formats::safetensors_dtypes();
+  ASSERT_EQ(names.size(), ts.size());
+  for (std::size_t i = 0; i < names.size(); ++i) EXPECT_EQ(names[i], test::st_dtypes[i].name) << i;
   const auto f = test::safetensors_file(ts);
   const auto layout = st(f);
   ASSERT_EQ(layout.tensors.size(), ts.size());
-  std::uint64_t expect = layout.data_offset;
+  EXPECT_EQ(layout.data_offset, f.size() - data_bytes);
+  std::uint64_t expect = f.size() - data_bytes;
   for (std::size_t i = 0; i < ts.size(); ++i) {
     EXPECT_EQ(layout.tensors[i].name, ts[i].name);
     EXPECT_EQ(layout.tensors[i].dtype, ts[i].dtype);
@@ -99,7 +106,8 @@ TEST(Npy, EveryVersion) {
     EXPECT_EQ(l.tensors[0].dtype, "<f4");
     EXPECT_EQ(l.tensors[0].shape, (std::vector<std::uint64_t>{3, 4}));
     EXPECT_EQ(l.tensors[0].bytes, 48u);
-    EXPECT_EQ(l.tensors[0].offset, l.data_offset);
+    EXPECT_EQ(l.tensors[0].offset, f.size() - 48);  // the data is the file's tail
+    EXPECT_EQ(l.data_offset, f.size() - 48);
   }
 }
 

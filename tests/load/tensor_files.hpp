@@ -11,6 +11,21 @@
 
 namespace sluice::test {
 
+/// A safetensors dtype with its bits per element.
+struct StDtype {
+  const char* name;
+  std::uint32_t bits;
+};
+/// Every dtype of the safetensors specification (huggingface/safetensors, safetensors/src/tensor.rs,
+/// enum Dtype), in its order, written out here so that no test takes a size from the parser's
+/// own table.
+inline constexpr StDtype st_dtypes[] = {
+    {"BOOL", 8},        {"F4", 4},         {"F6_E2M3", 6}, {"F6_E3M2", 6}, {"U8", 8},   {"I8", 8},
+    {"F8_E5M2", 8},     {"F8_E4M3", 8},    {"F8_E8M0", 8}, {"F8_E4M3FNUZ", 8},          {"F8_E5M2FNUZ", 8},
+    {"I16", 16},        {"U16", 16},       {"F16", 16},    {"BF16", 16},   {"I32", 32}, {"U32", 32},
+    {"F32", 32},        {"C64", 64},       {"F64", 64},    {"I64", 64},    {"U64", 64},
+};
+
 struct StTensor {
   std::string name;
   std::string dtype;

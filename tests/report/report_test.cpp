@@ -4,6 +4,7 @@
 
 #include <fstream>
 #include <regex>
+#include <set>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -113,9 +114,26 @@ TEST(Report, RefusesAnotherSchemaAndSaysWhich) {
   EXPECT_NE(msg.find("newer"), std::string::npos) << msg;
   doc["schema"] = "1";
   EXPECT_NE(usage_error(doc.dump()).find("not an integer"), std::string::npos);
-  // Written before "schema" existed: the same layout, read.
+  // Written before "schema" existed: the same layout, read into the page the same document
+  // with the schema makes, but for the line that names the schema.
+  doc["schema"] = bench::report_schema_version;
+  const std::string with_schema = render_html({input(doc)}, {.title = "t", .charts = false});
   doc.erase("schema");
-  EXPECT_NO_THROW((void)render_html({input(doc)}));
+  const std::string page = render_html({input(doc)}, {.title = "t", .charts = false});
+  // The page without its "report schema" row, and that row.
+  auto split = [](const std::string& p) {
+    const std::size_t at = p.find("<tr><td>report schema</td>");
+    const std::size_t end = p.find('\n', at);
+    EXPECT_NE(at, std::string::npos) << "no report schema row";
+    if (at == std::string::npos || end == std::string::npos) return std::pair{p, std::string()};
+    return std::pair{p.substr(0, at) + p.substr(end), p.substr(at, end - at)};
+  };
+  const auto [rest, row] = split(page);
+  EXPECT_NE(row.find("(before schema 1)"), std::string::npos) << row;
+  EXPECT_EQ(rest, split(with_schema).first);
+  EXPECT_NE(page.find("<section id=\"results\">"), std::string::npos);
+  EXPECT_NE(page.find("sluice bench --file /mnt/x --xfer cpu-only --rw read --block-size 1048576"),
+            std::string::npos);
 }
 
 TEST(Report, EveryPageHasEverySectionAndSaysWhetherItHasCharts) {
@@ -195,6 +213,16 @@ TEST(Report, TwoBackEndsSitSideBySideInEveryChart) {
   }
   EXPECT_EQ(all[1].id, "chart-sweep-block_size-gibs");
   EXPECT_EQ(all[1].spec["encoding"]["x"]["title"], "block size (bytes, log scale)");
+}
+
+TEST(Report, TimelineSeriesNameTheBlockSizeWhereItVaries) {
+  const json runs =
+      json::array({result("cpu-only", 4096, 1.0, 1), result("cpu-only", 1048576, 1.0, 2)});
+  const auto charts = detail::timeline_charts(detail::build_model({input(document(runs))}));
+  ASSERT_EQ(charts.size(), 1U);
+  std::set<std::string> series;
+  for (const json& v : charts[0].spec["data"]["values"]) series.insert(v["series"]);
+  EXPECT_EQ(series, (std::set<std::string>{"cpu-only round 1 4K", "cpu-only round 2 1M"}));
 }
 
 TEST(Report, NoSweepWithoutAVaryingParameter) {

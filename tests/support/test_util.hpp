@@ -86,6 +86,8 @@ void pwrite_file(const std::string& path, std::span<const std::byte> data, std::
 [[nodiscard]] std::vector<std::byte> read_whole(const std::string& path);
 [[nodiscard]] std::uint64_t file_size(const std::string& path);
 [[nodiscard]] std::string read_text(const std::string& path);
+/// The first non-empty line of a file (say a command's captured stderr), or "" when none.
+[[nodiscard]] std::string first_line(const std::string& path);
 
 /// Equal bytes, or a message naming the first difference and both lengths.
 [[nodiscard]] ::testing::AssertionResult same_bytes(std::span<const std::byte> got,
@@ -98,6 +100,9 @@ struct Shape {
   unsigned threads = 1;
   unsigned queue_depth = 16;
   bool direct_io = true;
+  /// Test files are read right after they are written, from the page cache: bypass keeps a
+  /// shape on the O_DIRECT code it is meant to cover; auto shapes cover the residency choice.
+  std::string cache_policy = "bypass";
 };
 [[nodiscard]] std::shared_ptr<const Config> make_config(std::string_view engine, const Shape& s);
 [[nodiscard]] TransferOptions options_for(std::shared_ptr<const Config> cfg);
@@ -105,6 +110,9 @@ struct Shape {
 /// Engine names the suites run, in order; "uring" only where io_uring works (else the uring
 /// tests skip).
 [[nodiscard]] bool engine_usable(std::string_view engine, std::string* why = nullptr);
+/// engine_usable() for one pass of a loop over engines: when `engine` cannot run here, says so
+/// through skip_part() (a failure under strict mode) and returns false.
+[[nodiscard]] bool engine_runs_here(std::string_view engine);
 
 /// An engine made directly, without going through the engine factory (so a factory can wrap
 /// one without calling itself).
@@ -131,6 +139,18 @@ class ScopedEnv {
   std::string name_;
   std::optional<std::string> old_;
 };
+
+/// Strict mode, SLUICE_TEST_STRICT=1 (.ci/run sets it): what `make deps` installs and what the
+/// CI machine provides (loop devices, io_uring, MPI, NumPy, Chromium) must be there, so a test
+/// that would skip for want of it, or because a set-up step failed, fails instead, naming what is
+/// missing. Skips that stay legitimate everywhere (no GPU, not root, a fake's mode) stay skips.
+[[nodiscard]] bool strict_mode();
+/// The failure message of strict mode for `what` (what is missing or which step failed).
+[[nodiscard]] std::string strict_failure(std::string_view what);
+/// A part of a test that cannot run here (say io_uring in a loop over engines): a test failure
+/// under strict mode, else the line "SLUICE_PART_SKIPPED: <what>", which the skip list printed at
+/// the end of `make test` (tests/list-skips.sh) shows along with the skipped tests.
+void skip_part(std::string_view what);
 
 /// Whether `cmd` is found on PATH (or in /sbin, /usr/sbin).
 [[nodiscard]] bool have_program(std::string_view cmd);
@@ -174,4 +194,35 @@ std::optional<Error> error_of(Fn fn) {
   return std::nullopt;
 }
 
+/// An engine that passes every call to `inner`: test decorators override only what they change.
+class ForwardingEngine : public IoEngine {
+ public:
+  explicit ForwardingEngine(std::unique_ptr<IoEngine> inner) : inner_(std::move(inner)) {}
+  [[nodiscard]] EngineKind kind() const noexcept override { return inner_->kind(); }
+  [[nodiscard]] unsigned capacity() const noexcept override { return inner_->capacity(); }
+  [[nodiscard]] unsigned in_flight() const noexcept override { return inner_->in_flight(); }
+  void prepare(const IoRequest& req) override { inner_->prepare(req); }
+  std::size_t submit_and_wait(std::span<IoCompletion> out, std::size_t min_complete) override {
+    return inner_->submit_and_wait(out, min_complete);
+  }
+  bool register_buffers(std::span<const iovec> b) override { return inner_->register_buffers(b); }
+  void unregister_buffers() override { inner_->unregister_buffers(); }
+  int register_file(int fd) override { return inner_->register_file(fd); }
+  void unregister_file(int slot) override { inner_->unregister_file(slot); }
+
+ protected:
+  std::unique_ptr<IoEngine> inner_;
+};
+
 }  // namespace sluice::test
+
+/// GTEST_SKIP() with `what` (a string: what is missing or which set-up step failed), or, under
+/// SLUICE_TEST_STRICT=1, a fatal failure saying so. For a test body or SetUp(), as GTEST_SKIP.
+#define SLUICE_SKIP_OR_FAIL(what)                                                  \
+  do {                                                                             \
+    const std::string sluice_skip_what_ = (what);                                  \
+    if (::sluice::test::strict_mode()) {                                           \
+      GTEST_FAIL() << ::sluice::test::strict_failure(sluice_skip_what_);           \
+    }                                                                              \
+    GTEST_SKIP() << sluice_skip_what_;                                             \
+  } while (false)

@@ -63,6 +63,12 @@ bench::Plan make_plan(const BenchArgs& a) {
   w.verify = a.verify;
   if (a.direct && a.buffered) throw UsageError("--direct and --buffered exclude each other");
   w.direct = !a.buffered && a.gdsio_fd_mode != 1;
+  if (!a.cache_policy.empty()) {
+    if (a.direct && a.cache_policy != "bypass") {
+      throw UsageError(fmt::format("--direct bypasses the page cache; --cache-policy {} contradicts it", a.cache_policy));
+    }
+    w.cache_policy = a.cache_policy;
+  }
   w.xfer = bench::parse_xfer(a.xfer);
   if (!a.device.empty()) {
     w.device = a.device;
@@ -83,6 +89,7 @@ bench::Plan make_plan(const BenchArgs& a) {
   w.submit_batch = a.submit_batch;
   w.reap_batch = a.reap_batch;
   w.huge_pages = a.huge_pages;
+  w.via_library = a.via_library;
   if (!a.compare.empty()) plan.xfers = bench::parse_xfer_list(a.compare);
   plan.repeat = a.repeat;
   plan.drop_caches = a.drop_caches;
@@ -137,6 +144,10 @@ void add_workload_options(CLI::App* c, BenchArgs& a) {
   c->add_flag("--verify,-V", a.verify, "write a checkable pattern; check it on every read (a write is read back)");
   c->add_flag("--direct", a.direct, "O_DIRECT where the filesystem has it (default)");
   c->add_flag("--buffered", a.buffered, "through the page cache");
+  c->add_option("--cache-policy", a.cache_policy,
+                "reads: bypass (O_DIRECT, the default), auto (blocks the page cache holds buffered, the rest "
+                "O_DIRECT, as sluice read does), use (buffered, as --buffered)")
+      ->check(CLI::IsMember({"auto", "bypass", "use"}));
   c->add_option("-O", a.gdsio_fd_mode, "gdsio: 0 O_DIRECT, 1 buffered")->check(CLI::Range(0, 1));
   c->add_flag("--drop-caches", a.drop_caches, "drop the page cache before each run (root; else fadvise per file)");
   c->add_option("--warmup", a.warmup, "seconds to run first and discard");
@@ -162,6 +173,8 @@ void add_workload_options(CLI::App* c, BenchArgs& a) {
       ->capture_default_str();
   c->add_flag("--hugepages,!--no-hugepages", a.huge_pages,
               "cpu-only: I/O buffers on transparent huge pages (default) or 4 KiB pages (fio's malloc)");
+  c->add_flag("--via-library", a.via_library,
+              "cpu-only: through sluice::read/write (as unaligned offsets go) instead of the engine loop");
 }
 
 void add_output_options(CLI::App* c, BenchArgs& a) {

@@ -29,6 +29,7 @@ struct BenchArgs {
   bool verify = false;
   bool direct = false;
   bool buffered = false;
+  std::string cache_policy;
   int gdsio_fd_mode = -1;     // gdsio -O
   bool drop_caches = false;
   double warmup = 0;
@@ -51,6 +52,7 @@ struct BenchArgs {
   unsigned submit_batch = 0;
   unsigned reap_batch = 0;
   bool huge_pages = true;
+  bool via_library = false;
   bool rotate = false;        // MPI: read the files another rank wrote
   std::string stonewall;      // MPI: stop every rank this long after the common start
 };

@@ -53,7 +53,8 @@ std::string summary_json(std::string_view op, const std::string& file, const Tra
                          double cpu) {
   nlohmann::json j = {{"op", op},           {"file", file},       {"path", to_string(r.path)},
                       {"reason", r.reason}, {"bytes", r.bytes},   {"seconds", r.seconds},
-                      {"gib_per_s", gib_per_s(r)}, {"cpu_seconds", cpu}, {"ios", r.ios}};
+                      {"gib_per_s", gib_per_s(r)}, {"cpu_seconds", cpu}, {"ios", r.ios},
+                      {"cached_bytes", r.cached_bytes}};
   return j.dump();
 }
 
@@ -101,6 +102,21 @@ void add_target_options(CLI::App* cmd, std::string& device, std::string& path) {
                   "(default: host memory unless --path names a GPU path)");
   cmd->add_option("--path", path, "transfer path: auto | direct | bounce | posix | host")
       ->capture_default_str();
+}
+
+void add_cache_policy_option(CLI::App* cmd, std::string& policy) {
+  cmd->add_option("--cache-policy", policy,
+                  "reads and the page cache: auto (what the cache holds through it, the rest O_DIRECT), "
+                  "bypass (O_DIRECT regardless), use (buffered regardless); default: the configuration's "
+                  "cache_policy (SLUICE_CACHE_POLICY, else auto)")
+      ->check(CLI::IsMember({"auto", "bypass", "use"}));
+}
+
+void apply_cache_policy(const std::string& policy) {
+  if (policy.empty()) return;
+  Config cfg = *config();
+  cfg.set("cache_policy", policy, ConfigSource::api);
+  set_config(std::move(cfg));
 }
 
 void write_all(int fd, const void* buf, std::size_t size, const std::string& what) {

@@ -68,6 +68,11 @@ class PieceBuffer {
 /// Adds --device and --path to a transfer subcommand.
 void add_target_options(CLI::App* cmd, std::string& device, std::string& path);
 
+/// Adds --cache-policy (reads and the page cache: auto | bypass | use) to a reading subcommand.
+void add_cache_policy_option(CLI::App* cmd, std::string& policy);
+/// Makes `policy`, when not empty, the process configuration's cache_policy.
+void apply_cache_policy(const std::string& policy);
+
 /// Writes all of buf to fd, or throws an Error naming `what`.
 void write_all(int fd, const void* buf, std::size_t size, const std::string& what);
 

@@ -34,6 +34,7 @@ struct LoadArgs {
   std::string alignment = "256";
   std::string max_read = "64M";
   std::string inflight = "256M";
+  std::string cache_policy;
   bool json = false;
   bool checksum = false;
   bool list = false;
@@ -85,6 +86,7 @@ std::unique_ptr<Communicator> load_communicator(const ClusterEnv& env) {
 
 int run_load(const LoadArgs& a) {
   LoadOptions o;
+  apply_cache_policy(a.cache_policy);
   if ((a.rank >= 0) != (a.world >= 0)) throw UsageError("--rank and --world go together");
   const ClusterEnv env = detect_cluster_env();
   const bool from_env = a.world < 0 && env.world_size > 1;
@@ -233,6 +235,7 @@ Runner add_load_command(CLI::App& app) {
   cmd->add_option("--device", args->device, "the GPU: auto (first CUDA GPU, else sim), sim, cuda:N (default: configured device)");
   cmd->add_option("--path", args->path, "transfer path: auto | direct | bounce | posix | host")->capture_default_str();
   cmd->add_option("--memory", args->memory, "where tensors go: device | pinned | host")->capture_default_str();
+  add_cache_policy_option(cmd, args->cache_policy);
   cmd->add_option("--tensors", args->tensors, "load only these tensors (comma-separated names)")->delimiter(',');
   cmd->add_option("--rank", args->rank, "this process's rank (with --world)");
   cmd->add_option("--world", args->world, "number of ranks sharing the load");

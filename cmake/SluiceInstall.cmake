@@ -1,0 +1,63 @@
+# Installation: headers, libsluice, the sluice CLI, the CMake package and the pkg-config file
+# (libsluice_cufile and its drop-in link are installed by capi/CMakeLists.txt). docs/build.md says
+# what goes where.
+#
+# An installed program finds the libraries installed beside it for any prefix, and after the
+# prefix is moved: its RUNPATH is relative to its own folder ($ORIGIN/../lib), never a build-tree
+# or absolute path. Installing as root into a prefix whose library folder the loader searches
+# (/usr/local/lib, /usr/lib/...) runs ldconfig, so that programs linked against libsluice there
+# run too. The install lists its files in <prefix>/share/sluice/install_manifest.txt, from which
+# `make uninstall` removes them (cmake/SluiceUninstall.cmake).
+
+# Folders that are relative to the prefix (the usual case) keep the RUNPATH relative.
+function(sluice_origin_rpath target from_dir)
+  if(IS_ABSOLUTE "${from_dir}" OR IS_ABSOLUTE "${CMAKE_INSTALL_LIBDIR}")
+    file(RELATIVE_PATH rel "${CMAKE_INSTALL_PREFIX}/${from_dir}" "${CMAKE_INSTALL_FULL_LIBDIR}")
+  else()
+    file(RELATIVE_PATH rel "/${from_dir}" "/${CMAKE_INSTALL_LIBDIR}")
+  endif()
+  set_target_properties(${target} PROPERTIES INSTALL_RPATH "$ORIGIN/${rel}")
+endfunction()
+
+install(DIRECTORY include/sluice DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(FILES ${PROJECT_BINARY_DIR}/generated/sluice/version.hpp
+        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/sluice)
+install(TARGETS sluice EXPORT sluiceTargets
+        LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+        ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+        INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+sluice_origin_rpath(sluice_cli ${CMAKE_INSTALL_BINDIR})
+install(TARGETS sluice_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(EXPORT sluiceTargets NAMESPACE sluice:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/sluice)
+configure_package_config_file(cmake/sluiceConfig.cmake.in
+  ${PROJECT_BINARY_DIR}/sluiceConfig.cmake
+  INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/sluice)
+write_basic_package_version_file(${PROJECT_BINARY_DIR}/sluiceConfigVersion.cmake
+  COMPATIBILITY SameMinorVersion)
+install(FILES ${PROJECT_BINARY_DIR}/sluiceConfig.cmake
+              ${PROJECT_BINARY_DIR}/sluiceConfigVersion.cmake
+        DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/sluice)
+# The .pc file finds the prefix from its own folder (relocatable), whatever the libdir's depth
+# (lib, or lib/x86_64-linux-gnu for prefix /usr).
+if(IS_ABSOLUTE "${CMAKE_INSTALL_LIBDIR}")
+  set(SLUICE_PC_PREFIX "${CMAKE_INSTALL_PREFIX}")
+else()
+  file(RELATIVE_PATH _pc_up "/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/")
+  string(REGEX REPLACE "/$" "" _pc_up "${_pc_up}")
+  set(SLUICE_PC_PREFIX "\${pcfiledir}/${_pc_up}")
+endif()
+configure_file(cmake/sluice.pc.in ${PROJECT_BINARY_DIR}/sluice.pc @ONLY)
+install(FILES ${PROJECT_BINARY_DIR}/sluice.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+
+# Last install steps (CMP0082 keeps install rules in declaration order): the manifest that
+# uninstall reads, then ldconfig.
+install(CODE "set(SLUICE_LIBDIR \"${CMAKE_INSTALL_LIBDIR}\")
+              set(SLUICE_DATADIR \"${CMAKE_INSTALL_DATADIR}\")")
+install(SCRIPT ${PROJECT_SOURCE_DIR}/cmake/SluicePostInstall.cmake)
+
+# The configured prefix; make uninstall passes the one it installed to.
+add_custom_target(uninstall
+  COMMAND ${CMAKE_COMMAND} -DPREFIX=${CMAKE_INSTALL_PREFIX} -DDATADIR=${CMAKE_INSTALL_DATADIR}
+          -P ${PROJECT_SOURCE_DIR}/cmake/SluiceUninstall.cmake
+  COMMENT "Removing the sluice install in ${CMAKE_INSTALL_PREFIX}"
+  VERBATIM)
