@@ -20,6 +20,17 @@
 
 #include "sluice/error.hpp"
 
+#if defined(__SANITIZE_THREAD__)
+#define SLUICE_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define SLUICE_TSAN 1
+#endif
+#endif
+#ifdef SLUICE_TSAN
+#include <sanitizer/tsan_interface.h>
+#endif
+
 namespace sluice {
 namespace {
 
@@ -31,6 +42,23 @@ constexpr unsigned setup_ladder[] = {
     IORING_SETUP_COOP_TASKRUN | IORING_SETUP_SUBMIT_ALL,
     0,
 };
+
+// liburing maps and unmaps a ring's memory with raw system calls, which ThreadSanitizer does not
+// see: when a thread's ring is torn down and another thread's new ring is mapped at the same
+// address, it takes the old thread's accesses and the new thread's for a race. The kernel orders
+// them (the unmap returns before the map that reuses the address); this tells ThreadSanitizer so.
+// A ring shared between threads without a lock is still reported.
+[[maybe_unused]] char ring_lifetimes;
+void ring_created() noexcept {
+#ifdef SLUICE_TSAN
+  __tsan_acquire(&ring_lifetimes);
+#endif
+}
+void ring_destroyed() noexcept {
+#ifdef SLUICE_TSAN
+  __tsan_release(&ring_lifetimes);
+#endif
+}
 
 }  // namespace
 
@@ -44,6 +72,7 @@ UringEngine::UringEngine(unsigned depth) : depth_(depth) {
     if (rc != -EINVAL) break;
   }
   if (rc < 0) throw_os_error(-rc, {.op = "io_uring_setup"}, "cannot create an io_uring");
+  ring_created();
 }
 
 UringEngine::~UringEngine() {
@@ -57,6 +86,7 @@ UringEngine::~UringEngine() {
       break;
     }
   }
+  ring_destroyed();
   io_uring_queue_exit(&ring_);  // cancels the armed wake-up read
   if (wake_fd_ >= 0) ::close(wake_fd_);
 }
