@@ -18,6 +18,7 @@
 #include "sluice/file.hpp"
 #include "sluice/transfer.hpp"
 #include "sluice/units.hpp"
+#include "support/residency_util.hpp"
 #include "support/test_util.hpp"
 
 namespace sluice {
@@ -67,9 +68,16 @@ class AsyncIo : public ::testing::Test {
     test::write_file(path_, data_);
     file_ = File::open(path_, OpenMode::read_write);
     if (!file_.has_direct()) GTEST_SKIP() << "no O_DIRECT here: " << file_.direct_reason();
-    cfg_ = test::make_config("uring", {});
+    // bypass: the file was just written, and under auto a read of cached pages goes to the pool
+    // (CachePolicyChoosesTheThread checks that).
+    cfg_ = with_policy("bypass");
   }
 
+  [[nodiscard]] static std::shared_ptr<const Config> with_policy(std::string_view policy) {
+    auto cfg = std::make_shared<Config>(*test::make_config("uring", {}));
+    cfg->set("cache_policy", policy);
+    return cfg;
+  }
   [[nodiscard]] TransferOptions options() const { return test::options_for(cfg_); }
   [[nodiscard]] std::span<const std::byte> expected(std::uint64_t offset, std::uint64_t n) const {
     return std::span(data_).subspan(offset, n);
@@ -174,6 +182,33 @@ TEST_F(AsyncIo, BatchesMixBothWaysInOrder) {
     return o;
   }());
   EXPECT_NE(synced.get().reason, async_reason);
+}
+
+// The async thread reads O_DIRECT only, so it takes a read only where the page cache need not be
+// read: bypass always; auto when the range holds no cached page (else the pool reads the cached
+// pages buffered); use never. Each read's bytes are right whichever way it went.
+TEST_F(AsyncIo, CachePolicyChoosesTheThread) {
+  const auto read_with = [&](std::string_view policy, std::uint64_t offset) {
+    GuardedBuffer buf(block);
+    auto fut = read_async(file_, buf.data(), block, offset, test::options_for(with_policy(policy)));
+    TransferResult r = fut.get();
+    EXPECT_EQ(r.bytes, block) << policy;
+    EXPECT_TRUE(test::same_bytes(buf.first(block), expected(offset, block))) << policy;
+    return r;
+  };
+  // Just written: every page is cached.
+  const TransferResult cached_auto = read_with("auto", 0);
+  EXPECT_NE(cached_auto.reason, async_reason);
+  EXPECT_NE(cached_auto.reason.find("page cache"), std::string::npos) << cached_auto.reason;
+  EXPECT_EQ(cached_auto.cached_bytes, block);
+  EXPECT_EQ(read_with("use", 0).reason, "buffered: cache_policy use");
+  EXPECT_EQ(read_with("bypass", 0).reason, async_reason);
+  if (!test::drop_cache(path_)) {
+    test::skip_part("the page cache of the file cannot be dropped per file");
+    return;
+  }
+  EXPECT_EQ(read_with("auto", 5 * block).reason, async_reason);
+  EXPECT_EQ(read_with("use", 6 * block).reason, "buffered: cache_policy use");
 }
 
 // The end of the file: a block that holds its last bytes reads short, past it reads nothing.

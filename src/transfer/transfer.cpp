@@ -240,7 +240,13 @@ bool async_fits(IoOp op, const File& file, const void* buf, std::uint64_t size,
     const auto cfg = effective(o);
     if (choose(op, file, buf, size, offset, o, *cfg).path != Path::host) return false;
     *t = {op, &file, static_cast<std::byte*>(const_cast<void*>(buf)), size, offset};
-    return detail::async_eligible(*t, *cfg, o.sync);
+    if (!detail::async_eligible(*t, *cfg, o.sync)) return false;
+    // The async thread reads O_DIRECT only. cache_policy use reads buffered; auto reads what the
+    // page cache holds through it (one residency probe, as the synchronous path makes), so a
+    // read of cached pages goes to the pool, which does that.
+    if (op != IoOp::read || cfg->cache_policy == "bypass") return true;
+    if (cfg->cache_policy == "use") return false;
+    return page_cache_residency(file.fd(), offset, size).cached == 0;
   } catch (const std::exception&) {
     return false;
   }
