@@ -239,7 +239,8 @@ run_library() {  # round case
   local round=$1 c=$2 rw bs qd out
   IFS=: read -r rw bs qd <<<"$c"
   out=$work/library-$round-$rw-$bs-$qd.json
-  "$async_bench" "$file" --size "$slice" --rw "$rw" --bs "$bs" --iodepth "$qd" --time "$runtime" \
+  # bypass, as fio's direct=1 and sluice bench's default: no residency probe per read.
+  SLUICE_CACHE_POLICY=bypass "$async_bench" "$file" --size "$slice" --rw "$rw" --bs "$bs" --iodepth "$qd" --time "$runtime" \
       --seed "$round" --json >"$out" || die "sluice_async_read_bench failed in round $round, case $c"
   echo "library $round $c $out" >>"$results"
 }
