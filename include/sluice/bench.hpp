@@ -79,7 +79,8 @@ struct Workload {
   int numa_node = -1;               ///< >= 0: run the threads on this node's CPUs
   double sample_interval_s = 1.0;   ///< throughput-over-time samples of time-bound runs
   /// cpu-only: submit after this many requests are prepared (1: each one at once, fio's default
-  /// iodepth_batch_submit=1); 0: prepare every free slot, then one submission for all of them.
+  /// iodepth_batch_submit=1); 0: refill every free slot, submitting max(1, iodepth / 16) at a
+  /// time, the last ones with the wait for the next completion.
   unsigned submit_batch = 0;
   /// cpu-only: collect at most this many completions per wait (1: fio's default
   /// iodepth_batch_complete_max=1); 0: every completion that is ready.

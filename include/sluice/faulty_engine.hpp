@@ -57,6 +57,8 @@ class FaultyEngine final : public IoEngine {
   void unregister_buffers() override { inner_->unregister_buffers(); }
   int register_file(int fd) override { return inner_->register_file(fd); }
   void unregister_file(int slot) override { inner_->unregister_file(slot); }
+  bool enable_wake() override { return inner_->enable_wake(); }
+  void wake() noexcept override { inner_->wake(); }
 
   [[nodiscard]] std::uint64_t injected() const noexcept { return injected_; }
 

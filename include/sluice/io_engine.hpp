@@ -1,7 +1,8 @@
-// The seam between Sluice and the kernel's I/O interfaces. An engine belongs to one thread at a
-// time. Contract (exactly once): every request given to prepare() produces exactly one
-// completion from a later submit_and_wait(), carrying its tag and either the byte count or a
-// negative errno; submission failures are reported as completions, never lost.
+// The seam between Sluice and the kernel's I/O interfaces. An engine belongs to the thread that
+// created it (only wake() may be called from others: io_uring rings are set up single-issuer).
+// Contract (exactly once): every request given to prepare() produces exactly one completion from
+// a later submit_and_wait(), carrying its tag and either the byte count or a negative errno;
+// submission failures are reported as completions, never lost.
 #pragma once
 
 #include <sys/uio.h>
@@ -56,6 +57,12 @@ class IoEngine {
   /// Registers `fd` in a slot for fixed-file I/O; returns the slot or -1 when unsupported/full.
   virtual int register_file(int fd) { (void)fd; return -1; }
   virtual void unregister_file(int slot) { (void)slot; }
+  /// Lets other threads end this engine's waits: after it returns true, wake() makes a
+  /// submit_and_wait() that is blocked (or the next one to block) return early, possibly with no
+  /// completions. Call from the owning thread. False where waits end only with completions.
+  virtual bool enable_wake() { return false; }
+  /// Thread-safe; only after enable_wake() returned true.
+  virtual void wake() noexcept {}
 
   /// Registers a caller's buffer set once per engine: a no-op when the set with this `id` is
   /// already registered. Returns whether fixed I/O may be used for it.

@@ -57,8 +57,11 @@ TransferResult read(const File& file, void* buf, std::uint64_t size, std::uint64
 TransferResult write(const File& file, const void* buf, std::uint64_t size,
                      std::uint64_t offset, const TransferOptions& options = {});
 
-/// Asynchronous forms: run on the process thread pool. `file` and the buffer must stay valid
-/// until the future is ready. Errors arrive through the future.
+/// Asynchronous forms. A transfer of host memory that is one O_DIRECT request (aligned as the
+/// file needs, at most `io_size`, io_uring, no sync) goes to the async I/O thread, which keeps
+/// every such request of the process in one ring; any other runs on the process thread pool.
+/// `file` and the buffer must stay valid until the future is ready. Errors arrive through the
+/// future.
 std::future<TransferResult> read_async(const File& file, void* buf, std::uint64_t size,
                                        std::uint64_t offset, TransferOptions options = {});
 std::future<TransferResult> write_async(const File& file, const void* buf, std::uint64_t size,
@@ -92,7 +95,8 @@ struct BatchEntry {
 };
 
 /// Submits every entry at once; each completes on its own (one future per entry, in order).
-/// Entries run concurrently on the thread pool, each through its own path choice.
+/// Entries run concurrently, each through its own path choice, as read_async/write_async run
+/// them; those for the async I/O thread are handed over together.
 std::vector<std::future<TransferResult>> submit_batch(std::span<const BatchEntry> entries,
                                                       const TransferOptions& options = {});
 

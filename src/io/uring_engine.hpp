@@ -2,6 +2,7 @@
 
 #include <liburing.h>
 
+#include <cstdint>
 #include <vector>
 
 #include "sluice/io_engine.hpp"
@@ -9,7 +10,8 @@
 namespace sluice {
 
 /// io_uring with batched submission, optional registered (fixed) buffers and a sparse table of
-/// registered files. One ring per engine; an engine is used by one thread at a time.
+/// registered files. One ring per engine, set up for the thread that creates it (single issuer,
+/// deferred task running: see uring_engine.cpp); only wake() may be called from other threads.
 class UringEngine final : public IoEngine {
  public:
   explicit UringEngine(unsigned depth);
@@ -27,6 +29,11 @@ class UringEngine final : public IoEngine {
   void unregister_buffers() override;
   int register_file(int fd) override;
   void unregister_file(int slot) override;
+  bool enable_wake() override;
+  void wake() noexcept override;
+
+  /// The io_uring_setup flags the ring was created with (the first set the kernel accepted).
+  [[nodiscard]] unsigned setup_flags() const noexcept { return setup_flags_; }
 
   /// Whether a set of fixed buffers is registered with the ring now.
   [[nodiscard]] bool buffers_registered() const noexcept { return buffers_registered_; }
@@ -38,15 +45,21 @@ class UringEngine final : public IoEngine {
   static constexpr unsigned file_slots = 64;
 
  private:
-  std::size_t reap(std::span<IoCompletion> out);
+  io_uring_sqe* next_sqe();
+  void arm_wake();
+  std::size_t reap(std::span<IoCompletion> out, bool* woken);
 
   io_uring ring_{};
   unsigned depth_;
+  unsigned setup_flags_ = 0;
   unsigned in_flight_ = 0;
   bool buffers_registered_ = false;
   bool files_ready_ = false;   // sparse table set up
   bool files_failed_ = false;  // kernel refused: stop trying
   std::vector<int> free_slots_;
+  int wake_fd_ = -1;         // eventfd other threads write to end a wait
+  bool wake_armed_ = false;  // a read of wake_fd_ is in the ring
+  std::uint64_t wake_count_ = 0;
 };
 
 }  // namespace sluice

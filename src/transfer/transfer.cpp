@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "../gpu/cufile_api.hpp"
+#include "async_io.hpp"
 #include "gpu_paths.hpp"
 #include "host_path.hpp"
 #include "sluice/error.hpp"
@@ -228,16 +229,61 @@ PathChoice choose_path(const File& file, const void* buf, std::uint64_t size, st
   return {c.path, c.reason};
 }
 
+namespace {
+
+// Whether a transfer can go to the async I/O thread (async_io.hpp): host path, one O_DIRECT
+// request. A path choice that throws says no: the pool then reports the error through the future.
+bool async_fits(IoOp op, const File& file, const void* buf, std::uint64_t size,
+                std::uint64_t offset, const TransferOptions& o, detail::AsyncTransfer* t) {
+  if (!file.is_open()) return false;
+  try {
+    const auto cfg = effective(o);
+    if (choose(op, file, buf, size, offset, o, *cfg).path != Path::host) return false;
+    *t = {op, &file, static_cast<std::byte*>(const_cast<void*>(buf)), size, offset};
+    if (!detail::async_eligible(*t, *cfg, o.sync)) return false;
+    // The async thread reads O_DIRECT only. cache_policy use reads buffered; auto reads what the
+    // page cache holds through it (one residency probe, as the synchronous path makes), so a
+    // read of cached pages goes to the pool, which does that.
+    if (op != IoOp::read || cfg->cache_policy == "bypass") return true;
+    if (cfg->cache_policy == "use") return false;
+    return page_cache_residency(file.fd(), offset, size).cached == 0;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+std::future<TransferResult> on_pool(IoOp op, const File& file, const void* buf, std::uint64_t size,
+                                    std::uint64_t offset, const TransferOptions& options) {
+  if (op == IoOp::read) {
+    return default_pool().submit([&file, buf, size, offset, options] {
+      return read(file, const_cast<void*>(buf), size, offset, options);
+    });
+  }
+  return default_pool().submit(
+      [&file, buf, size, offset, options] { return write(file, buf, size, offset, options); });
+}
+
+std::future<TransferResult> start_async(IoOp op, const File& file, const void* buf,
+                                        std::uint64_t size, std::uint64_t offset,
+                                        const TransferOptions& options) {
+  detail::AsyncTransfer t;
+  if (!async_fits(op, file, buf, size, offset, options, &t))
+    return on_pool(op, file, buf, size, offset, options);
+  std::vector<std::future<TransferResult>> out;
+  detail::submit_async({&t, 1}, options, out);
+  return std::move(out.front());
+}
+
+}  // namespace
+
 std::future<TransferResult> read_async(const File& file, void* buf, std::uint64_t size,
                                        std::uint64_t offset, TransferOptions options) {
-  return default_pool().submit(
-      [&file, buf, size, offset, options] { return read(file, buf, size, offset, options); });
+  return start_async(IoOp::read, file, buf, size, offset, options);
 }
 
 std::future<TransferResult> write_async(const File& file, const void* buf, std::uint64_t size,
                                         std::uint64_t offset, TransferOptions options) {
-  return default_pool().submit(
-      [&file, buf, size, offset, options] { return write(file, buf, size, offset, options); });
+  return start_async(IoOp::write, file, buf, size, offset, options);
 }
 
 namespace {
@@ -359,12 +405,25 @@ std::vector<std::future<TransferResult>> submit_batch(std::span<const BatchEntry
       throw_usage_error({.op = "batch"}, fmt::format("entry {} has no file", i));
     }
   }
-  std::vector<std::future<TransferResult>> out;
-  out.reserve(entries.size());
-  for (const BatchEntry& e : entries) {
-    out.push_back(e.op == IoOp::read ? read_async(*e.file, e.buf, e.size, e.offset, options)
-                                     : write_async(*e.file, e.buf, e.size, e.offset, options));
+  // Entries the async I/O thread takes go to it together: one lock, at most one wake-up.
+  std::vector<std::future<TransferResult>> out(entries.size());
+  std::vector<detail::AsyncTransfer> fast;
+  std::vector<std::size_t> fast_at;
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    const BatchEntry& e = entries[i];
+    detail::AsyncTransfer t;
+    if (async_fits(e.op, *e.file, e.buf, e.size, e.offset, options, &t)) {
+      fast.push_back(t);
+      fast_at.push_back(i);
+    } else {
+      out[i] = on_pool(e.op, *e.file, e.buf, e.size, e.offset, options);
+    }
   }
+  if (fast.empty()) return out;
+  std::vector<std::future<TransferResult>> queued;
+  queued.reserve(fast.size());
+  detail::submit_async(fast, options, queued);
+  for (std::size_t k = 0; k < fast.size(); ++k) out[fast_at[k]] = std::move(queued[k]);
   return out;
 }
 

@@ -166,7 +166,7 @@ void add_workload_options(CLI::App* c, BenchArgs& a) {
       ->capture_default_str();
   c->add_option("--submit-batch", a.submit_batch,
                 "cpu-only: submit every N prepared I/Os (1: one syscall each, fio's default); "
-                "0: refill every free slot, then submit once")
+                "0: refill every free slot, submitting iodepth/16 (at least 1) at a time")
       ->capture_default_str();
   c->add_option("--reap-batch", a.reap_batch,
                 "cpu-only: collect at most N completions per wait (1: fio's default); 0: all that are ready")

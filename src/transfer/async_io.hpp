@@ -1,0 +1,39 @@
+// The async I/O thread: read_async, write_async and submit_batch hand small O_DIRECT transfers
+// into host memory to one thread that owns an io_uring, instead of running each on a pool thread
+// with a ring round-trip of its own. See async_io.cpp for the design and its measurements.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <future>
+#include <span>
+#include <vector>
+
+#include "sluice/config.hpp"
+#include "sluice/file.hpp"
+#include "sluice/io_engine.hpp"
+#include "sluice/transfer.hpp"
+
+namespace sluice::detail {
+
+/// One transfer the path choice sent to the host path.
+struct AsyncTransfer {
+  IoOp op = IoOp::read;
+  const File* file = nullptr;
+  std::byte* buf = nullptr;
+  std::uint64_t size = 0;
+  std::uint64_t offset = 0;
+};
+
+/// Whether `t` can go through the async I/O thread: one O_DIRECT request (the file's alignment,
+/// at most cfg.io_size), io_uring, no sync after a write. Anything else takes the pool.
+[[nodiscard]] bool async_eligible(const AsyncTransfer& t, const Config& cfg, SyncMode sync);
+
+/// Queues eligible transfers on the async I/O thread with one lock and at most one wake-up for
+/// all of them, and appends one future per transfer to `out`, in order. A transfer that comes
+/// back short or failed is finished (or its error reported) by the synchronous path on the
+/// pool, with `options`.
+void submit_async(std::span<const AsyncTransfer> transfers, const TransferOptions& options,
+                  std::vector<std::future<TransferResult>>& out);
+
+}  // namespace sluice::detail
