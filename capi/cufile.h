@@ -119,8 +119,68 @@ typedef struct CUfileError {
   CUresult cu_err;   /* the CUDA driver result when err == CU_FILE_CUDA_DRIVER_ERROR */
 } CUfileError_t;
 
-/* The text for a code (its absolute value). Exported by the library, not inline here. */
-const char *cufileop_status_error(CUfileOpError status);
+/* The text for a code (its absolute value). static inline, as in NVIDIA's header: a program
+ * that loads libcufile with dlopen (KvikIO, DALI, cuda-python) links no cuFile library, so no
+ * helper of this header may need a symbol from one. The texts are libsluice's own (the loader's
+ * table in src/gpu/cufile_api.cpp; tests/fakes/cufile/test_cufile_api.cpp checks they agree). */
+/* clang-format off: one line a code reads as a table */
+static inline const char *cufileop_status_error(CUfileOpError status) {
+  switch (status) {
+    case CU_FILE_SUCCESS: return "success";
+    case CU_FILE_DRIVER_NOT_INITIALIZED:
+      return "nvidia-fs driver not loaded (compat mode needs allow_compat_mode in cufile.json)";
+    case CU_FILE_DRIVER_INVALID_PROPS: return "invalid driver property";
+    case CU_FILE_DRIVER_UNSUPPORTED_LIMIT: return "driver property out of range";
+    case CU_FILE_DRIVER_VERSION_MISMATCH: return "nvidia-fs driver version mismatch";
+    case CU_FILE_DRIVER_VERSION_READ_ERROR: return "nvidia-fs driver version could not be read";
+    case CU_FILE_DRIVER_CLOSING: return "driver shutdown in progress";
+    case CU_FILE_PLATFORM_NOT_SUPPORTED: return "GDS not supported on this platform";
+    case CU_FILE_IO_NOT_SUPPORTED:
+      return "GDS not supported on this file (file system, mount or open flags)";
+    case CU_FILE_DEVICE_NOT_SUPPORTED: return "GDS not supported on this GPU";
+    case CU_FILE_NVFS_DRIVER_ERROR: return "nvidia-fs driver ioctl error";
+    case CU_FILE_CUDA_DRIVER_ERROR: return "CUDA driver error";
+    case CU_FILE_CUDA_POINTER_INVALID: return "invalid device pointer";
+    case CU_FILE_CUDA_MEMORY_TYPE_INVALID: return "invalid pointer memory type";
+    case CU_FILE_CUDA_POINTER_RANGE_ERROR: return "pointer range exceeds the allocation";
+    case CU_FILE_CUDA_CONTEXT_MISMATCH: return "CUDA context mismatch";
+    case CU_FILE_INVALID_MAPPING_SIZE: return "access beyond the maximum pinned size";
+    case CU_FILE_INVALID_MAPPING_RANGE: return "access beyond the mapped size";
+    case CU_FILE_INVALID_FILE_TYPE: return "unsupported file type";
+    case CU_FILE_INVALID_FILE_OPEN_FLAG: return "unsupported file open flags";
+    case CU_FILE_DIO_NOT_SET: return "O_DIRECT not set on the file descriptor";
+    case CU_FILE_INVALID_VALUE: return "invalid arguments";
+    case CU_FILE_MEMORY_ALREADY_REGISTERED: return "buffer already registered";
+    case CU_FILE_MEMORY_NOT_REGISTERED: return "buffer not registered";
+    case CU_FILE_PERMISSION_DENIED: return "driver or file access denied";
+    case CU_FILE_DRIVER_ALREADY_OPEN: return "driver already open";
+    case CU_FILE_HANDLE_NOT_REGISTERED: return "file descriptor not registered";
+    case CU_FILE_HANDLE_ALREADY_REGISTERED: return "file descriptor already registered";
+    case CU_FILE_DEVICE_NOT_FOUND: return "GPU not found";
+    case CU_FILE_INTERNAL_ERROR: return "internal error";
+    case CU_FILE_GETNEWFD_FAILED: return "failed to obtain a new file descriptor";
+    case CU_FILE_NVFS_SETUP_ERROR: return "nvidia-fs driver setup error";
+    case CU_FILE_IO_DISABLED: return "GDS disabled by configuration for this file";
+    case CU_FILE_BATCH_SUBMIT_FAILED: return "batch submit failed";
+    case CU_FILE_GPU_MEMORY_PINNING_FAILED: return "not enough pinned GPU memory (BAR space)";
+    case CU_FILE_BATCH_FULL: return "batch queue full";
+    case CU_FILE_ASYNC_NOT_SUPPORTED: return "stream operation not supported";
+    case CU_FILE_INTERNAL_BATCH_SETUP_ERROR: return "internal batch setup error, retry later";
+    case CU_FILE_INTERNAL_BATCH_SUBMIT_ERROR: return "internal batch submit error, retry later";
+    case CU_FILE_INTERNAL_BATCH_GETSTATUS_ERROR: return "internal batch status error, retry later";
+    case CU_FILE_INTERNAL_BATCH_CANCEL_ERROR: return "internal batch cancel error, retry later";
+    case CU_FILE_NOMEM_ERROR: return "out of memory, retry later";
+    case CU_FILE_IO_ERROR: return "cuFile IO error";
+    case CU_FILE_INTERNAL_BUF_REGISTER_ERROR: return "internal buffer registration error";
+    case CU_FILE_HASH_OPR_ERROR: return "hash operation error";
+    case CU_FILE_INVALID_CONTEXT_ERROR: return "invalid context";
+    case CU_FILE_NVFS_INTERNAL_DRIVER_ERROR: return "nvidia-fs internal driver error";
+    case CU_FILE_BATCH_NOCOMPAT_ERROR: return "batch IO needs compat mode, which is off";
+    case CU_FILE_IO_MAX_ERROR: return "highest cuFile error value";
+    default: return "unknown cuFile error";
+  }
+}
+/* clang-format on */
 
 /* `err` may be a CUfileOpError or a negative cuFileRead/cuFileWrite result. The int cast is the
  * conversion abs() makes anyway in NVIDIA's form of these macros; spelled out, -Wextra does not

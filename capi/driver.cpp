@@ -1,6 +1,7 @@
-// The driver API: open/close, properties, the driver's Set* calls, the parameter API and error
-// strings. Parameters that have a Sluice counterpart change the Sluice configuration (the table
-// in docs/cufile.md); the others are kept and reported back.
+// The driver API: open/close, properties, the driver's Set* calls and the parameter API (error
+// strings are static inline in cufile.h, as in NVIDIA's header). Parameters that have a Sluice
+// counterpart change the Sluice configuration (the table in docs/cufile.md); the others are kept
+// and reported back.
 #include <cctype>
 #include <cstdint>
 #include <cstring>
@@ -8,7 +9,6 @@
 #include <utility>
 
 #include "exports.hpp"
-#include "gpu/cufile_api.hpp"
 #include "log.hpp"
 #include "sluice/config.hpp"
 #include "sluice/error.hpp"
@@ -225,23 +225,6 @@ bool valid_string(const CUFileStringConfigParameter_t& p) {
 using namespace sluice::capi;  // NOLINT(google-build-using-namespace): the C entry points below
 using sluice::Config;
 using sluice::config;
-
-CUFILE_API const char* cufileop_status_error(CUfileOpError status) {
-  // Built once from libsluice's table of cuFile codes (the one the loader uses too).
-  static const auto* const texts = [] {
-    auto* t = new std::string[CU_FILE_IO_MAX_ERROR - CUFILEOP_BASE_ERR + 1];
-    t[0] = sluice::detail::CuFile::error_text(CU_FILE_SUCCESS);
-    for (int c = CUFILEOP_BASE_ERR + 1; c <= CU_FILE_IO_MAX_ERROR; ++c) {
-      t[c - CUFILEOP_BASE_ERR] = sluice::detail::CuFile::error_text(c);
-    }
-    return t;
-  }();
-  const int c = raw(status);
-  if (c == 0) return texts[0].c_str();
-  if (c > CUFILEOP_BASE_ERR && c <= CU_FILE_IO_MAX_ERROR)
-    return texts[c - CUFILEOP_BASE_ERR].c_str();
-  return "unknown cuFile error";
-}
 
 CUFILE_API CUfileError_t cuFileDriverOpen(void) {
   return State::get().open();

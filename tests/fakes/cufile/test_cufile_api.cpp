@@ -386,7 +386,11 @@ TEST(CuFileErrors, NamesEveryCode) {
   for (const auto& [code, name] : all) {
     EXPECT_EQ(CuFile::error_name(code), name);
     EXPECT_FALSE(contains(CuFile::error_text(code), "unknown")) << name;
+    // cufile.h's static inline table (what a cuFile program prints) says the same as libsluice's.
+    EXPECT_EQ(cufileop_status_error(static_cast<CUfileOpError>(code)), CuFile::error_text(code))
+        << name;
   }
+  EXPECT_STREQ(cufileop_status_error(static_cast<CUfileOpError>(5021)), "unknown cuFile error");
 }
 
 // The first load of the process, as the CTest entry's environment set it up.
