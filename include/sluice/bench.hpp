@@ -250,7 +250,7 @@ struct Summary {
 [[nodiscard]] double median(std::vector<double> v);
 
 /// Drops the page cache of `files` (all of it as root, else each file's with fadvise); returns
-/// how, for the record.
+/// how, for the record: drop_page_cache(files, DropScope::system) (sluice/page_cache.hpp).
 std::string drop_caches(const std::vector<std::string>& files);
 
 /// The verification pattern: a function of (seed, file offset) only, so data written with any

@@ -182,7 +182,8 @@ struct Report {
 /// Fraction (0..1) of the pages of `files` in the page cache (sluice/residency.hpp: cachestat,
 /// else mincore); -1 when none could be probed (missing or empty files).
 [[nodiscard]] double cached_fraction(const std::vector<std::string>& files);
-/// Drops the clean page cache of `files` (fsync, then fadvise DONTNEED); never the whole system's.
+/// Drops the clean page cache of `files` (fdatasync, then fadvise DONTNEED); never the whole
+/// system's: drop_page_cache(files, DropScope::files) (sluice/page_cache.hpp).
 void drop_file_cache(const std::vector<std::string>& files);
 /// The cgroup (v1 blkio.throttle.* or v2 io.max) limits on this process's cgroup and its
 /// ancestors for any of the devices `devnos` ("major:minor").

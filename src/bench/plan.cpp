@@ -1,15 +1,12 @@
 // A plan: every (block size, round, transfer type) of one benchmark, interleaved as DESIGN.md's
 // performance method asks (A B C A B C ...), with medians and ratios over the rounds.
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <fstream>
 #include <map>
 
 #include <fmt/format.h>
 
 #include "sluice/bench.hpp"
+#include "sluice/page_cache.hpp"
 
 namespace sluice::bench {
 namespace {
@@ -33,18 +30,7 @@ double median(std::vector<double> v) {
 }
 
 std::string drop_caches(const std::vector<std::string>& files) {
-  ::sync();
-  if (::geteuid() == 0) {
-    std::ofstream f("/proc/sys/vm/drop_caches");
-    if (f << "3" << std::flush) return "drop_caches (echo 3 > /proc/sys/vm/drop_caches)";
-  }
-  for (const auto& path : files) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) continue;
-    (void)::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
-    ::close(fd);
-  }
-  return "posix_fadvise(DONTNEED) on each file (not root)";
+  return drop_page_cache(files, DropScope::system);
 }
 
 std::vector<RunResult> run_plan(const Plan& plan, const std::function<void(const RunResult&)>& on_result,

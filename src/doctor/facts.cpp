@@ -1,9 +1,9 @@
 // Platform facts the doctor reads besides the check library's: page-cache residency of the
 // workload's files (the residency probe reads use: cachestat, else mincore), dropping just those
-// files' cache (fadvise, never the system's), cgroup I/O limits on this process, the bytes read
-// from a device and by this process (to tell whether others shared the device), and PCIe link
-// arithmetic. These are the doctor's only
-// direct OS calls; they read state and change nothing but the named files' clean cache.
+// files' cache (sluice/page_cache.hpp, scope files: never the system's), cgroup I/O limits on
+// this process, the bytes read from a device and by this process (to tell whether others shared
+// the device), and PCIe link arithmetic. They read state and change nothing but the named files'
+// clean cache; what touches the page cache goes through src/io's helpers.
 #include <fcntl.h>
 #include <sched.h>
 #include <sys/stat.h>
@@ -17,6 +17,7 @@
 
 #include "doctor/facts.hpp"
 #include "sluice/doctor.hpp"
+#include "sluice/page_cache.hpp"
 #include "sluice/residency.hpp"
 #include "sluice/units.hpp"
 
@@ -87,13 +88,7 @@ double cached_fraction(const std::vector<std::string>& files) {
 }
 
 void drop_file_cache(const std::vector<std::string>& files) {
-  for (const auto& f : files) {
-    const int fd = ::open(f.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) continue;
-    ::fdatasync(fd);  // dirty pages cannot be dropped
-    ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
-    ::close(fd);
-  }
+  (void)drop_page_cache(files, DropScope::files);
 }
 
 std::vector<Throttle> cgroup_throttles(const std::vector<std::string>& devnos) {
@@ -203,15 +198,6 @@ bool file_covers(const std::string& path, std::uint64_t end) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) return false;
   return S_ISBLK(st.st_mode) || static_cast<std::uint64_t>(st.st_size) >= end;
-}
-
-void sync_files(const std::vector<std::string>& files) {
-  for (const auto& f : files) {
-    const int fd = ::open(f.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) continue;
-    ::fdatasync(fd);
-    ::close(fd);
-  }
 }
 
 CpuTimes cpu_times() {

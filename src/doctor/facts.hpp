@@ -20,8 +20,6 @@ namespace sluice::doctor::detail {
 [[nodiscard]] bool file_covers(const std::string& path, std::uint64_t end);
 /// Size of a regular file or block device in bytes; 0 when it cannot be told.
 [[nodiscard]] std::uint64_t file_size(const std::string& path);
-/// fdatasync of each file, so that writeback of a fresh layout does not slow the first probe.
-void sync_files(const std::vector<std::string>& files);
 /// Busy and total jiffies of all CPUs so far (/proc/stat), to tell how busy the machine was.
 struct CpuTimes {
   std::uint64_t busy = 0, total = 0;

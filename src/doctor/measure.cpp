@@ -24,6 +24,7 @@
 #include "sluice/check.hpp"
 #include "sluice/doctor.hpp"
 #include "sluice/error.hpp"
+#include "sluice/page_cache.hpp"
 #include "sluice/units.hpp"
 
 namespace sluice::doctor {
@@ -382,7 +383,7 @@ void gather_facts(Report& rep, double budget_s, const Stage& stage) {
     lay.time_s = 0.01;
     lay.warmup_s = 0;
     (void)bench::run_workload(lay);
-    detail::sync_files(files);
+    sync_files(files);  // writeback of the fresh layout must not slow the first probe
   }
   e.cached_before = cached_fraction(files);
   fill_platform(e, files);

@@ -1,7 +1,8 @@
 #include "gpu_paths.hpp"
 
-#include <unistd.h>
+#include <sys/types.h>
 
+#include <cerrno>
 #include <chrono>
 #include <map>
 #include <optional>
@@ -14,6 +15,7 @@
 #include "chunk_layout.hpp"
 #include "pipeline.hpp"
 #include "sluice/error.hpp"
+#include "sluice/io_engine.hpp"
 #include "sluice/stats.hpp"
 #include "sluice/units.hpp"
 
@@ -57,6 +59,40 @@ Direction direction(IoOp op) { return op == IoOp::read ? Direction::read : Direc
 ErrorContext range_context(IoOp op, const File& file, std::uint64_t offset, std::uint64_t size) {
   return {.op = op == IoOp::read ? "read" : "write", .path = file.path(), .offset = offset,
           .size = size, .has_range = true};
+}
+
+// Moves [at, at + n) between the file and `host` with the calling thread's psync engine (plain
+// pread/pwrite, one request at a time), so that FaultyEngine and SLUICE_FAULTS reach the posix
+// path as they reach the others. The pipeline's rules: a short transfer is continued, EINTR and
+// EAGAIN are resubmitted (up to 64 times), 0 bytes is a truncated file (reads) or no progress
+// (writes), any other error fails naming the range. `*ios` counts the requests issued.
+void posix_piece(IoOp op, const File& file, std::byte* host, std::uint64_t n, std::uint64_t at,
+                 std::uint64_t* ios) {
+  constexpr std::uint64_t max_request = 1U << 30;  // IoRequest::len is 32 bits
+  constexpr unsigned max_retries = 64;
+  IoEngine& engine = thread_engine(EngineKind::psync, 1);
+  unsigned retries = 0;
+  for (std::uint64_t done = 0; done < n;) {
+    const auto len = static_cast<std::uint32_t>(std::min(n - done, max_request));
+    engine.prepare({.op = op, .fd = file.fd(), .buf = host + done, .len = len, .offset = at + done});
+    IoCompletion c{};
+    while (engine.submit_and_wait({&c, 1}, 1) == 0) {
+    }
+    ++*ios;
+    if (c.result < 0) {
+      const int err = static_cast<int>(-c.result);
+      if ((err == EINTR || err == EAGAIN) && retries++ < max_retries) continue;
+      throw_os_error(err, range_context(op, file, at + done, n - done),
+                     op == IoOp::read ? "read failed" : "write failed");
+    }
+    if (c.result == 0) {
+      throw Error(op == IoOp::read ? ErrorDomain::data : ErrorDomain::os, op == IoOp::read ? EIO : ENOSPC,
+                  range_context(op, file, at + done, n - done),
+                  op == IoOp::read ? "the file ended early: truncated during the read"
+                                   : "write made no progress");
+    }
+    done += static_cast<std::uint64_t>(c.result);
+  }
 }
 
 // A stream with its events, reused across transfers: creating a stream per transfer costs a
@@ -238,25 +274,7 @@ TransferResult posix_transfer(IoOp op, const File& file, std::byte* dev, std::ui
     for (std::uint64_t pos = 0; pos < size;) {
       const std::uint64_t n = std::min(piece, size - pos);
       if (op == IoOp::write) copies.copy_to_host(host.data(), dev + pos, n);
-      std::uint64_t done = 0;
-      while (done < n) {
-        const auto at = static_cast<off_t>(offset + pos + done);
-        const ssize_t r = op == IoOp::read ? ::pread(file.fd(), host.data() + done, n - done, at)
-                                           : ::pwrite(file.fd(), host.data() + done, n - done, at);
-        ++ios;
-        if (r < 0) {
-          if (errno == EINTR) continue;
-          throw_os_error(errno, range_context(op, file, offset + pos + done, n - done),
-                         op == IoOp::read ? "read failed" : "write failed");
-        }
-        if (r == 0) {
-          throw Error(op == IoOp::read ? ErrorDomain::data : ErrorDomain::os,
-                      op == IoOp::read ? EIO : ENOSPC, range_context(op, file, offset + pos + done, n - done),
-                      op == IoOp::read ? "the file ended early: truncated during the read"
-                                       : "write made no progress");
-        }
-        done += static_cast<std::uint64_t>(r);
-      }
+      posix_piece(op, file, host.data(), n, offset + pos, &ios);
       if (op == IoOp::read) copies.copy_to_device(dev + pos, host.data(), n);
       pos += n;
     }

@@ -17,6 +17,7 @@
 #include "gpu_paths.hpp"
 #include "host_path.hpp"
 #include "sluice/error.hpp"
+#include "sluice/page_cache.hpp"
 #include "sluice/residency.hpp"
 #include "sluice/stats.hpp"
 #include "sluice/thread_pool.hpp"
@@ -30,9 +31,9 @@ std::shared_ptr<const Config> effective(const TransferOptions& o) {
 
 void sync_file(const File& file, SyncMode mode, std::uint64_t offset, std::uint64_t size) {
   if (mode == SyncMode::none) return;
-  const int rc = mode == SyncMode::data ? ::fdatasync(file.fd()) : ::fsync(file.fd());
-  if (rc != 0) {
-    throw_os_error(errno, {.op = "write", .path = file.path(), .offset = offset, .size = size,
+  const int err = sync_fd(file.fd(), mode == SyncMode::full);
+  if (err != 0) {
+    throw_os_error(err, {.op = "write", .path = file.path(), .offset = offset, .size = size,
                            .has_range = true},
                    mode == SyncMode::data ? "fdatasync failed" : "fsync failed");
   }
