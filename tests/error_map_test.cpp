@@ -20,29 +20,29 @@ constexpr int kInvalidValue = 5022;     // CU_FILE_INVALID_VALUE
 constexpr int kIoError = 5044;          // CU_FILE_IO_ERROR
 
 struct CuFileRow {
-  int code;          // CUfileOpError, as NVIDIA's cufile.h numbers it
-  int errno_value;   // what Error::errno_value() says for it
-  bool capability;   // "not this way": path auto falls back to bounce
+  int code;         // CUfileOpError, as NVIDIA's cufile.h numbers it
+  int errno_value;  // what Error::errno_value() says for it
+  bool capability;  // "not this way": path auto falls back to bounce
 };
 
 // Every CUfileOpError NVIDIA defines (5021 and 5032 are unused; 5050 is the sentinel).
 constexpr CuFileRow kCuFile[] = {
-    {5001, EOPNOTSUPP, true},  {5002, EINVAL, false},     {5003, EINVAL, false},
-    {5004, EIO, false},        {5005, EIO, false},        {5006, ESHUTDOWN, false},
-    {5007, EOPNOTSUPP, true},  {5008, EOPNOTSUPP, true},  {5009, EOPNOTSUPP, true},
-    {5010, EIO, true},         {5011, EIO, false},        {5012, EFAULT, true},
-    {5013, EFAULT, true},      {5014, EFAULT, true},      {5015, EINVAL, false},
-    {5016, EFAULT, true},      {5017, EFAULT, true},      {5018, EINVAL, false},
-    {5019, EINVAL, false},     {5020, EOPNOTSUPP, true},  {5022, EINVAL, false},
-    {5023, EINVAL, false},     {5024, EINVAL, false},     {5025, EACCES, false},
-    {5026, EALREADY, false},   {5027, EBADF, false},      {5028, EEXIST, false},
-    {5029, ENODEV, false},     {5030, EIO, false},        {5031, EIO, false},
-    {5033, EIO, false},        {5034, EOPNOTSUPP, true},  {5035, EIO, false},
-    {5036, ENOMEM, true},      {5037, EAGAIN, false},     {5038, EOPNOTSUPP, false},
-    {5039, EAGAIN, false},     {5040, EAGAIN, false},     {5041, EAGAIN, false},
-    {5042, EAGAIN, false},     {5043, ENOMEM, true},      {5044, EIO, false},
-    {5045, EIO, false},        {5046, EIO, false},        {5047, EINVAL, false},
-    {5048, EIO, false},        {5049, EOPNOTSUPP, false},
+    {5001, EOPNOTSUPP, true}, {5002, EINVAL, false},     {5003, EINVAL, false},
+    {5004, EIO, false},       {5005, EIO, false},        {5006, ESHUTDOWN, false},
+    {5007, EOPNOTSUPP, true}, {5008, EOPNOTSUPP, true},  {5009, EOPNOTSUPP, true},
+    {5010, EIO, true},        {5011, EIO, false},        {5012, EFAULT, true},
+    {5013, EFAULT, true},     {5014, EFAULT, true},      {5015, EINVAL, false},
+    {5016, EFAULT, true},     {5017, EFAULT, true},      {5018, EINVAL, false},
+    {5019, EINVAL, false},    {5020, EOPNOTSUPP, true},  {5022, EINVAL, false},
+    {5023, EINVAL, false},    {5024, EINVAL, false},     {5025, EACCES, false},
+    {5026, EALREADY, false},  {5027, EBADF, false},      {5028, EEXIST, false},
+    {5029, ENODEV, false},    {5030, EIO, false},        {5031, EIO, false},
+    {5033, EIO, false},       {5034, EOPNOTSUPP, true},  {5035, EIO, false},
+    {5036, ENOMEM, true},     {5037, EAGAIN, false},     {5038, EOPNOTSUPP, false},
+    {5039, EAGAIN, false},    {5040, EAGAIN, false},     {5041, EAGAIN, false},
+    {5042, EAGAIN, false},    {5043, ENOMEM, true},      {5044, EIO, false},
+    {5045, EIO, false},       {5046, EIO, false},        {5047, EINVAL, false},
+    {5048, EIO, false},       {5049, EOPNOTSUPP, false},
 };
 
 TEST(ErrorMap, TheCuFileTableCoversEveryCode) {
@@ -66,8 +66,8 @@ TEST(ErrorMap, EveryCuFileCodeRoundTrips) {
     EXPECT_EQ(to_errno(e), r.errno_value);
     EXPECT_EQ(to_cufile_status(e), (CuFileStatus{r.code, 0}));
     // cuFileRead's -CUfileOpError -> Error -> the same return.
-    const Error io = from_cufile_result(-r.code, 0, {.op = "read", .path = "f", .offset = 8192,
-                                                     .size = 4096, .has_range = true});
+    const Error io = from_cufile_result(
+        -r.code, 0, {.op = "read", .path = "f", .offset = 8192, .size = 4096, .has_range = true});
     EXPECT_EQ(io.code(), r.code);
     int err_no = -1;
     EXPECT_EQ(to_cufile_result(io, &err_no), -r.code);
@@ -79,24 +79,24 @@ TEST(ErrorMap, EveryCuFileCodeRoundTrips) {
 }
 
 struct CudaRow {
-  int result;         // CUresult, as NVIDIA's cuda.h numbers it
+  int result;  // CUresult, as NVIDIA's cuda.h numbers it
   int errno_value;
   CuFileStatus status;  // what a cuFile control call returns for it
 };
 
 constexpr CudaRow kCuda[] = {
-    {1, EINVAL, {kCudaDriverError, 1}},        // CUDA_ERROR_INVALID_VALUE
-    {2, ENOMEM, {kCudaDriverError, 2}},        // CUDA_ERROR_OUT_OF_MEMORY
-    {3, ENODEV, {kCudaDriverError, 3}},        // CUDA_ERROR_NOT_INITIALIZED
-    {100, ENODEV, {kDeviceNotFound, 0}},       // CUDA_ERROR_NO_DEVICE
-    {101, ENODEV, {kDeviceNotFound, 0}},       // CUDA_ERROR_INVALID_DEVICE
-    {201, EIO, {kCudaDriverError, 201}},       // CUDA_ERROR_INVALID_CONTEXT
-    {400, EIO, {kCudaDriverError, 400}},       // CUDA_ERROR_INVALID_HANDLE
-    {500, EIO, {kCudaDriverError, 500}},       // CUDA_ERROR_NOT_FOUND
-    {600, EIO, {kCudaDriverError, 600}},       // CUDA_ERROR_NOT_READY
-    {712, EIO, {kCudaDriverError, 712}},       // CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED
-    {713, EIO, {kCudaDriverError, 713}},       // CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED
-    {999, EIO, {kCudaDriverError, 999}},       // CUDA_ERROR_UNKNOWN
+    {1, EINVAL, {kCudaDriverError, 1}},   // CUDA_ERROR_INVALID_VALUE
+    {2, ENOMEM, {kCudaDriverError, 2}},   // CUDA_ERROR_OUT_OF_MEMORY
+    {3, ENODEV, {kCudaDriverError, 3}},   // CUDA_ERROR_NOT_INITIALIZED
+    {100, ENODEV, {kDeviceNotFound, 0}},  // CUDA_ERROR_NO_DEVICE
+    {101, ENODEV, {kDeviceNotFound, 0}},  // CUDA_ERROR_INVALID_DEVICE
+    {201, EIO, {kCudaDriverError, 201}},  // CUDA_ERROR_INVALID_CONTEXT
+    {400, EIO, {kCudaDriverError, 400}},  // CUDA_ERROR_INVALID_HANDLE
+    {500, EIO, {kCudaDriverError, 500}},  // CUDA_ERROR_NOT_FOUND
+    {600, EIO, {kCudaDriverError, 600}},  // CUDA_ERROR_NOT_READY
+    {712, EIO, {kCudaDriverError, 712}},  // CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED
+    {713, EIO, {kCudaDriverError, 713}},  // CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED
+    {999, EIO, {kCudaDriverError, 999}},  // CUDA_ERROR_UNKNOWN
 };
 
 TEST(ErrorMap, CudaResults) {
@@ -132,9 +132,9 @@ struct OsRow {
 };
 
 constexpr OsRow kOs[] = {
-    {EINVAL, kInvalidValue}, {ENOMEM, 5043},     {EACCES, 5025},   {EPERM, 5025},
-    {ENODEV, kDeviceNotFound}, {EOPNOTSUPP, 5008}, {ENOSYS, 5008}, {EIO, kIoError},
-    {ENOSPC, kIoError},      {EBADF, kIoError},  {ENOENT, kIoError},
+    {EINVAL, kInvalidValue},   {ENOMEM, 5043},     {EACCES, 5025},     {EPERM, 5025},
+    {ENODEV, kDeviceNotFound}, {EOPNOTSUPP, 5008}, {ENOSYS, 5008},     {EIO, kIoError},
+    {ENOSPC, kIoError},        {EBADF, kIoError},  {ENOENT, kIoError},
 };
 
 TEST(ErrorMap, OsErrors) {
@@ -181,9 +181,12 @@ TEST(ErrorMap, DataErrorsAreIoErrorsWithTheirErrno) {
 }
 
 TEST(ErrorMap, ErrorExposesWhatPythonsOSErrorNeeds) {
-  const Error e = from_cufile_result(-1, ENOSPC, {.op = "write", .path = "/data/ckpt.bin",
-                                                  .offset = 1 << 20, .size = 65536,
-                                                  .has_range = true});
+  const Error e = from_cufile_result(-1, ENOSPC,
+                                     {.op = "write",
+                                      .path = "/data/ckpt.bin",
+                                      .offset = 1 << 20,
+                                      .size = 65536,
+                                      .has_range = true});
   EXPECT_EQ(e.errno_value(), ENOSPC);
   EXPECT_EQ(e.path(), "/data/ckpt.bin");
   EXPECT_TRUE(e.has_range());

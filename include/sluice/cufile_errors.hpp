@@ -33,7 +33,8 @@ struct CuFileStatus {
 [[nodiscard]] ssize_t to_cufile_result(const Error& e, int* err_no) noexcept;
 
 /// The Error for a failed control call's status (st.err != 0).
-[[nodiscard]] Error from_cufile_status(CuFileStatus st, ErrorContext ctx, std::string_view detail = {});
+[[nodiscard]] Error from_cufile_status(CuFileStatus st, ErrorContext ctx,
+                                       std::string_view detail = {});
 
 /// The Error for a failed cuFileRead/cuFileWrite: `ret` is -1 (then `err_no` is the errno it
 /// set) or -CUfileOpError.

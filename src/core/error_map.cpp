@@ -67,26 +67,36 @@ int cufile_errno(int err) noexcept {
 
 int cuda_errno(int result) noexcept {
   switch (result) {
-    case cu::error_invalid_value: return EINVAL;
-    case cu::error_out_of_memory: return ENOMEM;
+    case cu::error_invalid_value:
+      return EINVAL;
+    case cu::error_out_of_memory:
+      return ENOMEM;
     case cu::error_not_initialized:
     case cu::error_no_device:
-    case cu::error_invalid_device: return ENODEV;
-    default: return EIO;
+    case cu::error_invalid_device:
+      return ENODEV;
+    default:
+      return EIO;
   }
 }
 
 // The cuFile status of an OS error in a control call (data-path calls return the errno itself).
 int os_cufile_error(int errno_value) noexcept {
   switch (errno_value) {
-    case EINVAL: return CU_FILE_INVALID_VALUE;
-    case ENOMEM: return CU_FILE_NOMEM_ERROR;
+    case EINVAL:
+      return CU_FILE_INVALID_VALUE;
+    case ENOMEM:
+      return CU_FILE_NOMEM_ERROR;
     case EACCES:
-    case EPERM: return CU_FILE_PERMISSION_DENIED;
-    case ENODEV: return CU_FILE_DEVICE_NOT_FOUND;
+    case EPERM:
+      return CU_FILE_PERMISSION_DENIED;
+    case ENODEV:
+      return CU_FILE_DEVICE_NOT_FOUND;
     case EOPNOTSUPP:
-    case ENOSYS: return CU_FILE_IO_NOT_SUPPORTED;
-    default: return CU_FILE_IO_ERROR;
+    case ENOSYS:
+      return CU_FILE_IO_NOT_SUPPORTED;
+    default:
+      return CU_FILE_IO_ERROR;
   }
 }
 
@@ -95,24 +105,32 @@ int os_cufile_error(int errno_value) noexcept {
 int to_errno(const Error& e) noexcept {
   switch (e.domain()) {
     case ErrorDomain::os:
-    case ErrorDomain::data: return e.code() > 0 ? e.code() : EIO;
-    case ErrorDomain::usage: return EINVAL;
-    case ErrorDomain::cuda: return cuda_errno(e.code());
-    case ErrorDomain::cufile: return cufile_errno(e.code());
+    case ErrorDomain::data:
+      return e.code() > 0 ? e.code() : EIO;
+    case ErrorDomain::usage:
+      return EINVAL;
+    case ErrorDomain::cuda:
+      return cuda_errno(e.code());
+    case ErrorDomain::cufile:
+      return cufile_errno(e.code());
   }
   return EIO;
 }
 
 CuFileStatus to_cufile_status(const Error& e) noexcept {
   switch (e.domain()) {
-    case ErrorDomain::usage: return {CU_FILE_INVALID_VALUE, 0};
-    case ErrorDomain::cufile: return {e.code() > 0 ? e.code() : CU_FILE_INTERNAL_ERROR, 0};
+    case ErrorDomain::usage:
+      return {CU_FILE_INVALID_VALUE, 0};
+    case ErrorDomain::cufile:
+      return {e.code() > 0 ? e.code() : CU_FILE_INTERNAL_ERROR, 0};
     case ErrorDomain::cuda:
       if (e.code() == cu::error_no_device || e.code() == cu::error_invalid_device)
         return {CU_FILE_DEVICE_NOT_FOUND, 0};
       return {CU_FILE_CUDA_DRIVER_ERROR, e.code()};
-    case ErrorDomain::os: return {os_cufile_error(e.code()), 0};
-    case ErrorDomain::data: return {CU_FILE_IO_ERROR, 0};
+    case ErrorDomain::os:
+      return {os_cufile_error(e.code()), 0};
+    case ErrorDomain::data:
+      return {CU_FILE_IO_ERROR, 0};
   }
   return {CU_FILE_INTERNAL_ERROR, 0};
 }
@@ -152,8 +170,10 @@ bool is_cufile_capability_error(int err) noexcept {
     case CU_FILE_DIO_NOT_SET:
     case CU_FILE_IO_DISABLED:
     case CU_FILE_GPU_MEMORY_PINNING_FAILED:
-    case CU_FILE_NOMEM_ERROR: return true;
-    default: return false;
+    case CU_FILE_NOMEM_ERROR:
+      return true;
+    default:
+      return false;
   }
 }
 

@@ -160,7 +160,8 @@ TEST_F(EntryPoints, SameFailureSameCode) {
 }
 
 TEST_F(EntryPoints, InjectedEioIsTheSameEverywhere) {
-  if (std::getenv("SLUICE_FAULTS") == nullptr) GTEST_SKIP() << "needs SLUICE_FAULTS=eio=1,only=read";
+  if (std::getenv("SLUICE_FAULTS") == nullptr)
+    GTEST_SKIP() << "needs SLUICE_FAULTS=eio=1,only=read";
   Buffer buf(65536, device_memory());
   expect_everywhere({.fh = fh_, .base = buf.get()}, EIO, true);
 }
