@@ -152,11 +152,16 @@ CUfileError_t submit(CUfileBatchHandle_t batch_idp, unsigned nr, const CUfileIOP
     const CUfileIOParams_t& p = iocbp[i];
     const int opcode = raw(p.opcode);
     if (raw(p.mode) != CUFILE_BATCH || (opcode != CUFILE_READ && opcode != CUFILE_WRITE) ||
-        p.u.batch.devPtr_base == nullptr || !State::get().find_handle(p.fh)) {
+        p.u.batch.devPtr_base == nullptr) {
       log(LogLevel::info,
           "cuFileBatchIOSubmit: entry {} is invalid (mode {}, opcode {}, buffer {}, handle {})", i,
           raw(p.mode), opcode, p.u.batch.devPtr_base, p.fh);
       return status(CU_FILE_INVALID_VALUE);
+    }
+    // The code cuFileRead and cuFileReadAsync give for the same handle.
+    if (!State::get().find_handle(p.fh)) {
+      log(LogLevel::info, "cuFileBatchIOSubmit: entry {}: handle {} is not registered", i, p.fh);
+      return status(CU_FILE_HANDLE_NOT_REGISTERED);
     }
   }
   std::vector<std::shared_ptr<Job>> jobs;

@@ -14,6 +14,7 @@
 #include "exports.hpp"
 #include "log.hpp"
 #include "sluice/config.hpp"
+#include "sluice/cufile_errors.hpp"
 #include "sluice/error.hpp"
 #include "sluice/transfer.hpp"
 #include "state.hpp"
@@ -134,23 +135,7 @@ IoOutcome run(const IoRequest& r, std::string_view api) {
         res.bytes, to_string(res.path), note, res.reason, us);
     return {static_cast<ssize_t>(res.bytes), 0};
   } catch (const Error& e) {
-    switch (e.domain()) {
-      case ErrorDomain::os:
-        out = os_error(e.code());
-        break;
-      case ErrorDomain::data:
-        out = os_error(e.code() != 0 ? e.code() : EIO);
-        break;
-      case ErrorDomain::cufile:
-        out = cufile_error(static_cast<CUfileOpError>(e.code()));
-        break;
-      case ErrorDomain::cuda:
-        out = cufile_error(CU_FILE_CUDA_DRIVER_ERROR);
-        break;
-      case ErrorDomain::usage:
-        out = cufile_error(CU_FILE_INVALID_VALUE);
-        break;
-    }
+    out.ret = to_cufile_result(e, &out.err_no);
     log(LogLevel::info, "{}(handle {}, fd {} {}, {} bytes at {}) failed: {} ({})", api, h->id,
         h->fd, h->name, r.size, r.file_offset,
         out.ret == -1 ? fmt::format("-1, errno {}", out.err_no)

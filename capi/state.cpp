@@ -55,16 +55,6 @@ Params default_params() {
   return p;
 }
 
-CUfileOpError device_error(const Error& e, CUresult* cu) {
-  if (e.domain() == ErrorDomain::cuda) {
-    // CUDA_ERROR_NO_DEVICE (100) and CUDA_ERROR_INVALID_DEVICE (101): no such GPU.
-    if (e.code() == 100 || e.code() == 101) return CU_FILE_DEVICE_NOT_FOUND;
-    *cu = static_cast<CUresult>(e.code());
-    return CU_FILE_CUDA_DRIVER_ERROR;
-  }
-  return CU_FILE_DRIVER_INVALID_PROPS;
-}
-
 }  // namespace
 
 std::string code_name(int code) {
@@ -94,10 +84,12 @@ CUfileError_t State::open() {
     spec = config()->device;
     if (!device_) device_ = open_device(spec);
   } catch (const Error& e) {
-    CUresult cu{};
-    const CUfileOpError code = device_error(e, &cu);
-    log(LogLevel::error, "cuFileDriverOpen: {}: {}", code_name(code), e.what());
-    return status(code, cu);
+    CUfileError_t st = status(e);
+    // A bad device setting (SLUICE_DEVICE, the config file) is a usage error: for the driver,
+    // whose properties those settings are, cuFile's name for it is DRIVER_INVALID_PROPS.
+    if (e.domain() == ErrorDomain::usage) st = status(CU_FILE_DRIVER_INVALID_PROPS);
+    log(LogLevel::error, "cuFileDriverOpen: {}: {}", code_name(st.err), e.what());
+    return st;
   } catch (const std::bad_alloc&) {
     return status(CU_FILE_NOMEM_ERROR);
   } catch (const std::exception& e) {
@@ -205,10 +197,11 @@ CUfileError_t State::register_handle(CUfileHandle_t* fh, const CUfileDescr_t* de
     h->file = File::open("/proc/self/fd/" + std::to_string(fd), mode,
                          {.create = false, .truncate = false, .direct = config()->direct_io});
   } catch (const Error& e) {
-    const bool denied = e.domain() == ErrorDomain::os && (e.code() == EACCES || e.code() == EPERM);
     log(LogLevel::info, "cuFileHandleRegister: fd {} ({}) cannot be reopened: {}", fd, h->name,
         e.what());
-    return status(denied ? CU_FILE_PERMISSION_DENIED : CU_FILE_IO_NOT_SUPPORTED);
+    // A file Sluice cannot open itself is one it cannot serve, unless access was refused.
+    const CUfileError_t refused = status(e);
+    return refused.err == CU_FILE_PERMISSION_DENIED ? refused : status(CU_FILE_IO_NOT_SUPPORTED);
   } catch (const std::bad_alloc&) {
     return status(CU_FILE_NOMEM_ERROR);
   }
@@ -262,7 +255,7 @@ CUfileError_t State::register_buffer(const void* base, std::size_t length, int f
     }
   } catch (const Error& e) {
     log(LogLevel::info, "cuFileBufRegister: {}", e.what());
-    return status(CU_FILE_CUDA_DRIVER_ERROR, static_cast<CUresult>(e.code()));
+    return status(e);
   }
   std::lock_guard lock(mu_);
   if (buffers_.count(base) != 0) return status(CU_FILE_MEMORY_ALREADY_REGISTERED);
@@ -320,7 +313,7 @@ CUfileError_t State::register_stream(CUstream stream, unsigned flags) {
     dev->synchronize(stream);  // as cuFile does: the stream starts from a known point
   } catch (const Error& e) {
     log(LogLevel::info, "cuFileStreamRegister: {}", e.what());
-    return status(CU_FILE_CUDA_DRIVER_ERROR, static_cast<CUresult>(e.code()));
+    return status(e);
   }
   std::lock_guard lock(mu_);
   if (!streams_.emplace(stream, flags).second) return status(CU_FILE_INVALID_VALUE);

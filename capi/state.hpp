@@ -20,7 +20,9 @@
 #include <string>
 
 #include "cufile.h"
+#include "sluice/cufile_errors.hpp"
 #include "sluice/device.hpp"
+#include "sluice/error.hpp"
 #include "sluice/file.hpp"
 #include "sluice/path.hpp"
 
@@ -136,6 +138,11 @@ inline CUfileError_t status(CUfileOpError e, CUresult cu = CUresult{}) {
   return {e, cu};
 }
 inline constexpr CUfileError_t kSuccess{CU_FILE_SUCCESS, CUresult{}};
+/// The status a control call returns for `e`: libsluice's one mapping (sluice/cufile_errors.hpp).
+inline CUfileError_t status(const Error& e) {
+  const CuFileStatus st = to_cufile_status(e);
+  return {static_cast<CUfileOpError>(st.err), static_cast<CUresult>(st.cu_err)};
+}
 
 /// What cuFileGetVersion reports: the cuFile API level this library implements (GDS 1.15:
 /// parameters and statistics APIs included).

@@ -69,10 +69,7 @@ CUfileError_t submit(const AsyncArgs& a, CUstream stream, const char* api) {
     return kSuccess;
   } catch (const sluice::Error& e) {
     log(LogLevel::info, "{}: {}", api, e.what());
-    if (e.domain() == sluice::ErrorDomain::cuda) {
-      return status(CU_FILE_CUDA_DRIVER_ERROR, static_cast<CUresult>(e.code()));
-    }
-    return status(CU_FILE_INVALID_VALUE);
+    return status(e);
   } catch (const std::bad_alloc&) {
     return status(CU_FILE_NOMEM_ERROR);
   } catch (const std::exception& e) {

@@ -127,6 +127,37 @@ TEST_F(Cli, MissingFileExitsOneNamingIt) {
   EXPECT_NE(d.err.find(nodir), std::string::npos) << d.err;
 }
 
+// The exit code follows the error model (docs/errors.md#exit-codes): what the library throws
+// decides it, not which command ran. An injected EIO is a failed operation (1) whose message
+// names the errno; a bad setting the library refuses is a usage error (2).
+TEST_F(Cli, ExitCodesFollowTheErrorModel) {
+  const std::string file = shell_quote(scratch_->file("data.bin"));
+  test::write_file(scratch_->file("data.bin"), test::random_bytes(1 << 16, 5));
+  const std::string out = shell_quote(scratch_->file("o"));
+  struct Case {
+    std::string env;
+    std::string args;
+    int rc;
+    std::string says;
+  };
+  const Case cases[] = {
+      {"SLUICE_FAULTS=eio=1,only=read", fmt::format("read {} --out {}", file, out), 1,
+       "Input/output error (errno 5)"},
+      {"SLUICE_FAULTS=eio=1,only=read", fmt::format("read {} --out {} --path bounce --device sim", file, out), 1,
+       "Input/output error (errno 5)"},
+      {"SLUICE_FAULTS=enospc=1,only=write", fmt::format("write {} {}", file, shell_quote(scratch_->file("w"))), 1,
+       "No space left on device (errno 28)"},
+      {"SLUICE_FAULTS=sometimes=1", fmt::format("read {} --out {}", file, out), 2, "SLUICE_FAULTS"},
+      {"SLUICE_DEVICE=warp", fmt::format("read {} --out {} --path bounce", file, out), 2, "warp"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.env + " sluice " + c.args);
+    const CliRun r = test::run_captured(SLUICE_CLI_PATH, c.args, scratch_->path(), "env " + c.env);
+    EXPECT_EQ(r.rc, c.rc) << r.out << r.err;
+    EXPECT_NE(r.err.find(c.says), std::string::npos) << r.err;
+  }
+}
+
 TEST_F(Cli, NonRegularFilesAreRefused) {
   const CliRun dir = sluice(fmt::format("read {} --out {}", shell_quote(scratch_->path()),
                                      shell_quote(scratch_->file("o"))));

@@ -197,7 +197,7 @@ void run_engine_thread(const ThreadJob& job, ThreadOutcome& out) {
           continue;
         }
         if (res < 0) throw Error(ErrorDomain::os, static_cast<int>(-res), ctx);
-        if (res == 0) throw Error(ErrorDomain::data, 0, ctx, "unexpected end of file");
+        if (res == 0) throw Error(ErrorDomain::data, EIO, ctx, "unexpected end of file");
         s.done += static_cast<std::uint64_t>(res);
         if (s.done < s.op.len) {  // short transfer: continue it, both latencies keep running
           issue(i);
@@ -205,7 +205,7 @@ void run_engine_thread(const ThreadJob& job, ThreadOutcome& out) {
         }
         if (w.verify && s.op.op == IoOp::read) {
           if (auto bad = check_pattern(mem.get() + stride * i, s.op.offset, s.op.len, w.seed)) {
-            throw Error(ErrorDomain::data, 0, ctx, mismatch_message(file, *bad, s.op.offset, w.seed));
+            throw Error(ErrorDomain::data, EIO, ctx, mismatch_message(file, *bad, s.op.offset, w.seed));
           }
         }
         out.count(job, s.op.op, s.op.len, t - s.start_ns);

@@ -3,6 +3,7 @@
 // sub-workers each doing one transfer at a time (gpu-direct, cpu-gpu, cpu-async-gpu,
 // cpu-cached-gpu, auto, unaligned or --via-library cpu-only), as `iodepth` streams with one
 // stream-ordered transfer each (gpu-direct-async), or as batches of `iodepth` entries (gpu-batch).
+#include <cerrno>
 #include <cstdlib>
 #include <deque>
 #include <future>
@@ -120,12 +121,12 @@ void finish(const ThreadJob& job, ThreadOutcome& out, const Buffer& b, const Off
   const ErrorContext ctx{.op = op.op == IoOp::read ? "read" : "write", .path = job.file->path(),
                          .offset = op.offset, .size = op.len, .has_range = true};
   if (r.bytes != op.len) {
-    throw Error(ErrorDomain::data, 0, ctx, fmt::format("short transfer: {} of {} bytes", r.bytes, op.len));
+    throw Error(ErrorDomain::data, EIO, ctx, fmt::format("short transfer: {} of {} bytes", r.bytes, op.len));
   }
   if (job.w->verify && op.op == IoOp::read) {
     b.download(op.len);
     if (auto bad = check_pattern(b.host(), op.offset, op.len, job.w->seed)) {
-      throw Error(ErrorDomain::data, 0, ctx, mismatch_message(*job.file, *bad, op.offset, job.w->seed));
+      throw Error(ErrorDomain::data, EIO, ctx, mismatch_message(*job.file, *bad, op.offset, job.w->seed));
     }
   }
   out.paths[{std::string(to_string(r.path)), r.reason}] += 1;

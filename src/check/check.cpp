@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -20,6 +21,7 @@
 #include "gpu/cuda_device.hpp"
 #include "gpu/cufile_api.hpp"
 #include "sluice/device.hpp"
+#include "sluice/error.hpp"
 #include "sluice/file.hpp"
 #include "sluice/residency.hpp"
 #include "sluice/transfer.hpp"
@@ -107,10 +109,7 @@ File open_probe(const std::string& path) {
   if (!fs::is_directory(path, ec)) return File::open(path, OpenMode::read, o);
   std::string name = (fs::path(path) / ".sluice-check-XXXXXX").string();
   const int fd = ::mkstemp(name.data());
-  if (fd < 0) {
-    throw std::runtime_error(
-        fmt::format("cannot create a probe file in {}: {}", path, std::strerror(errno)));
-  }
+  if (fd < 0) throw_os_error(errno, {.op = "check", .path = path}, "cannot create a probe file");
   ::close(fd);
   struct Unlink {
     std::string n;

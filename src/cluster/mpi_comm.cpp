@@ -3,6 +3,7 @@
 // returning into code that would wait for it; mpirun then names the dead process.
 #include <mpi.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <numeric>
 #include <vector>
@@ -23,7 +24,7 @@ class MpiCommunicator final : public Communicator {
     if (initialized == 0) {
       int provided = 0;
       if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
-        throw Error(ErrorDomain::usage, 0, {.op = "MPI_Init_thread"}, "MPI did not start");
+        throw Error(ErrorDomain::usage, EINVAL, {.op = "MPI_Init_thread"}, "MPI did not start");
       }
       owned_ = true;
     }

@@ -28,11 +28,16 @@ std::string code_text(ErrorDomain domain, int code) {
 
 Error::Error(ErrorDomain domain, int code, ErrorContext ctx, std::string_view detail)
     : domain_(domain),
-      code_(code),
+      // One errno per kind of failure: a usage error is EINVAL and a data error without its own
+      // errno is EIO, whoever built it.
+      code_(domain == ErrorDomain::usage                ? EINVAL
+            : domain == ErrorDomain::data && code == 0 ? EIO
+                                                       : code),
       op_(ctx.op),
       path_(std::move(ctx.path)),
       offset_(ctx.offset),
       size_(ctx.size),
+      has_range_(ctx.has_range),
       detail_(detail) {
   std::string msg = op_.empty() ? std::string("sluice") : op_;
   if (!path_.empty()) msg += fmt::format(" '{}'", path_);
@@ -46,6 +51,10 @@ Error::Error(ErrorDomain domain, int code, ErrorContext ctx, std::string_view de
     msg += code_text(domain_, code_);
   }
   message_ = std::move(msg);
+}
+
+int Error::errno_value() const noexcept {
+  return to_errno(*this);
 }
 
 void throw_os_error(int errno_value, ErrorContext ctx, std::string_view detail) {

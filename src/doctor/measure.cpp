@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -447,7 +448,7 @@ Report run(const Options& o) {
     stage(fmt::format("baseline: the workload as given (round {}/{})", round, rounds));
     runner.run(e.baseline, slice / rounds);
     if (!e.baseline.error.empty() && e.baseline.gib_s <= 0) {
-      throw Error(ErrorDomain::usage, 0, {.op = "doctor"},
+      throw Error(ErrorDomain::usage, EINVAL, {.op = "doctor"},
                   fmt::format("the workload itself failed: {}", e.baseline.error));
     }
     for (auto& p : planned) {

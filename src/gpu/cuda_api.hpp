@@ -12,9 +12,10 @@
 #include <cstddef>
 #include <string>
 
+#include "core/cuda_codes.hpp"
+
 namespace sluice::detail::cu {
 
-using CUresult = int;  // enum cudaError_enum: 4 bytes
 using CUdevice = int;
 using CUdeviceptr = unsigned long long;  // CUdeviceptr_v2 on 64-bit hosts
 struct CUctx_st;
@@ -25,20 +26,7 @@ using CUstream = CUstream_st*;
 using CUevent = CUevent_st*;
 using CUhostFn = void (*)(void* user_data);
 
-// CUresult values used by sluice (values from cuda.h).
-inline constexpr CUresult success = 0;
-inline constexpr CUresult error_invalid_value = 1;
-inline constexpr CUresult error_out_of_memory = 2;
-inline constexpr CUresult error_not_initialized = 3;
-inline constexpr CUresult error_no_device = 100;
-inline constexpr CUresult error_invalid_device = 101;
-inline constexpr CUresult error_invalid_context = 201;
-inline constexpr CUresult error_invalid_handle = 400;
-inline constexpr CUresult error_not_found = 500;
-inline constexpr CUresult error_not_ready = 600;
-inline constexpr CUresult error_host_memory_already_registered = 712;
-inline constexpr CUresult error_host_memory_not_registered = 713;
-inline constexpr CUresult error_unknown = 999;
+// CUresult values: core/cuda_codes.hpp (included above).
 
 // CUpointer_attribute / CUmemorytype (enums, 4 bytes).
 inline constexpr int pointer_attribute_memory_type = 2;

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "core/cuda_codes.hpp"
 #include "cuda_device.hpp"
 #include "sim_device.hpp"
 #include "sluice/config.hpp"
@@ -66,10 +67,10 @@ std::shared_ptr<Device> open_uncached(std::string_view spec) {
     const int ordinal = spec == "cuda" ? 0 : parse_ordinal(spec);
     std::string why;
     if (!detail::cuda_available(&why)) {
-      throw Error(ErrorDomain::cuda, 100, {.op = "device"}, fmt::format("{} requested: {}", spec, why));
+      throw Error(ErrorDomain::cuda, detail::cu::error_no_device, {.op = "device"}, fmt::format("{} requested: {}", spec, why));
     }
     if (ordinal >= detail::cuda_device_count()) {
-      throw Error(ErrorDomain::cuda, 101, {.op = "device"},
+      throw Error(ErrorDomain::cuda, detail::cu::error_invalid_device, {.op = "device"},
                   fmt::format("{} requested but this machine has {} CUDA device(s)", spec,
                               detail::cuda_device_count()));
     }

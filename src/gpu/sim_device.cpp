@@ -14,6 +14,7 @@
 
 #include <fmt/format.h>
 
+#include "core/cuda_codes.hpp"
 #include "sluice/error.hpp"
 #include "sluice/host_memory.hpp"
 #include "sluice/units.hpp"
@@ -178,7 +179,7 @@ void* SimDevice::allocate(std::size_t bytes, MemoryKind kind) {
   try {
     p = map_host_memory(bytes);
   } catch (const Error& e) {
-    throw Error(ErrorDomain::cuda, 2, {.op = kind == MemoryKind::device ? "sim alloc" : "sim alloc_pinned"},
+    throw Error(ErrorDomain::cuda, detail::cu::error_out_of_memory, {.op = kind == MemoryKind::device ? "sim alloc" : "sim alloc_pinned"},
                 fmt::format("out of memory allocating {} bytes: {}", bytes, e.what()));
   }
   std::lock_guard lock(mutex_);
@@ -242,7 +243,7 @@ void SimDevice::check_device_range(const void* p, std::size_t bytes, const char*
     --it;
     if (it->second.kind == MemoryKind::device && addr + bytes <= it->first + it->second.size) return;
   }
-  throw Error(ErrorDomain::cuda, 1, {.op = op},
+  throw Error(ErrorDomain::cuda, detail::cu::error_invalid_value, {.op = op},
               fmt::format("{} bytes at {} are not inside one device allocation", bytes, p));
 }
 

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "core/cuda_codes.hpp"
 #include "sluice/device.hpp"
 #include "sluice/error.hpp"
 
@@ -25,7 +26,7 @@ GateSlots::Claim GateSlots::acquire() {
   std::lock_guard lock(mutex_);
   if (idle_.empty()) {
     if (page_count_ == kMaxPages) {
-      throw Error(ErrorDomain::cuda, 2, {.op = "stream gate"},
+      throw Error(ErrorDomain::cuda, detail::cu::error_out_of_memory, {.op = "stream gate"},
                   fmt::format("{} stream-ordered transfers are waiting at once; no gate words are left",
                               kMaxPages * kWordsPerPage));
     }

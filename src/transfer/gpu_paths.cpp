@@ -14,6 +14,7 @@
 #include "../gpu/cufile_api.hpp"
 #include "chunk_layout.hpp"
 #include "pipeline.hpp"
+#include "sluice/cufile_errors.hpp"
 #include "sluice/error.hpp"
 #include "sluice/io_engine.hpp"
 #include "sluice/stats.hpp"
@@ -27,31 +28,6 @@ using Clock = std::chrono::steady_clock;
 std::uint64_t since_ns(Clock::time_point t0) {
   return static_cast<std::uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count());
-}
-
-// cuFile errors that say "not this way" rather than "the storage failed": with path=auto the
-// bounce path serves the request instead (docs/paths.md lists them). errno failures (-1) and
-// CU_FILE_IO_ERROR are I/O errors and are reported, never retried on another path.
-bool capability_error(int code) {
-  switch (code) {
-    case 5001:  // DRIVER_NOT_INITIALIZED
-    case 5007:  // PLATFORM_NOT_SUPPORTED
-    case 5008:  // IO_NOT_SUPPORTED
-    case 5009:  // DEVICE_NOT_SUPPORTED
-    case 5010:  // NVFS_DRIVER_ERROR
-    case 5012:  // CUDA_POINTER_INVALID
-    case 5013:  // CUDA_MEMORY_TYPE_INVALID
-    case 5014:  // CUDA_POINTER_RANGE_ERROR
-    case 5016:  // INVALID_MAPPING_SIZE
-    case 5017:  // INVALID_MAPPING_RANGE
-    case 5020:  // DIO_NOT_SET
-    case 5034:  // IO_DISABLED
-    case 5036:  // GPU_MEMORY_PINNING_FAILED
-    case 5043:  // NOMEM_ERROR
-      return true;
-    default:
-      return false;
-  }
 }
 
 Direction direction(IoOp op) { return op == IoOp::read ? Direction::read : Direction::write; }
@@ -322,22 +298,24 @@ std::optional<TransferResult> direct_transfer(IoOp op, const File& file, std::by
                                        : cufile.write(*handle, dev, n, at, buf_off);
     ++ios;
     if (r == -1) {
+      const int err_no = errno;
       stats().record(Path::direct, direction(op), done, ios, since_ns(t0), true);
-      throw_os_error(errno, range_context(op, file, offset + done, n),
-                     op == IoOp::read ? "cuFileRead failed" : "cuFileWrite failed");
+      throw from_cufile_result(r, err_no, range_context(op, file, offset + done, n),
+                               op == IoOp::read ? "cuFileRead failed" : "cuFileWrite failed");
     }
     if (r < 0) {
+      // Capability errors ("not this way") before any byte moved: bounce serves with path auto.
       const int code = static_cast<int>(-r);
-      if (done == 0 && capability_error(code)) {
+      if (done == 0 && is_cufile_capability_error(code)) {
         *refusal = {fmt::format("{}: {} ({}): {}", op == IoOp::read ? "cuFileRead" : "cuFileWrite",
                                 CuFile::error_name(code), code, CuFile::error_text(code)),
                     code, Fallback::io_refused};
         return std::nullopt;
       }
       stats().record(Path::direct, direction(op), done, ios, since_ns(t0), true);
-      throw Error(ErrorDomain::cufile, code, range_context(op, file, offset + done, n),
-                  fmt::format("{} failed: {}: {}", op == IoOp::read ? "cuFileRead" : "cuFileWrite",
-                              CuFile::error_name(code), CuFile::error_text(code)));
+      throw from_cufile_result(r, 0, range_context(op, file, offset + done, n),
+                               fmt::format("{} failed: {}: {}", op == IoOp::read ? "cuFileRead" : "cuFileWrite",
+                                           CuFile::error_name(code), CuFile::error_text(code)));
     }
     if (r == 0) {
       stats().record(Path::direct, direction(op), done, ios, since_ns(t0), true);

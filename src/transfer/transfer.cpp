@@ -14,6 +14,7 @@
 
 #include "../gpu/cufile_api.hpp"
 #include "async_io.hpp"
+#include "cufile.h"
 #include "gpu_paths.hpp"
 #include "host_path.hpp"
 #include "sluice/error.hpp"
@@ -108,7 +109,7 @@ Choice choose(IoOp op, const File& file, const void* buf, std::uint64_t size, st
     return {Path::direct, "auto", false};
   }
   if (strict) {
-    throw Error(ErrorDomain::cufile, 5008, ctx, fmt::format("path direct unavailable: {}", obstacle->why));
+    throw Error(ErrorDomain::cufile, CU_FILE_IO_NOT_SUPPORTED, ctx, fmt::format("path direct unavailable: {}", obstacle->why));
   }
   return {Path::bounce, "auto: direct unavailable: " + obstacle->why, false, obstacle->kind};
 }
@@ -142,7 +143,7 @@ TransferResult run_chosen(IoOp op, const File& file, std::byte* buf, std::uint64
         return tag(std::move(*r));
       }
       if (c.strict) {
-        throw Error(ErrorDomain::cufile, refusal.code != 0 ? refusal.code : 5008,
+        throw Error(ErrorDomain::cufile, refusal.code != 0 ? refusal.code : CU_FILE_IO_NOT_SUPPORTED,
                     {.op = op == IoOp::read ? "read" : "write", .path = file.path(), .offset = offset,
                      .size = n, .has_range = true},
                     "path direct unavailable: " + refusal.why);

@@ -553,7 +553,7 @@ TEST_F(CuFile, BatchErrors) {
   EXPECT_EQ(cuFileBatchIOSubmit(batch, 2, bad.data(), 0).err, CU_FILE_INVALID_VALUE);
   bad = io;
   bad[1].fh = reinterpret_cast<CUfileHandle_t>(static_cast<uintptr_t>(0xdead));
-  EXPECT_EQ(cuFileBatchIOSubmit(batch, 2, bad.data(), 0).err, CU_FILE_INVALID_VALUE);
+  EXPECT_EQ(cuFileBatchIOSubmit(batch, 2, bad.data(), 0).err, CU_FILE_HANDLE_NOT_REGISTERED);
   // Nothing of the refused submissions ran.
   unsigned nr = 4;
   std::vector<CUfileIOEvents_t> ev(4);

@@ -13,6 +13,13 @@
 
 namespace sluice::cli {
 
+int exit_code(const std::exception& e) noexcept {
+  if (dynamic_cast<const UsageError*>(&e) != nullptr) return exit_usage;
+  // The library's usage errors are the caller's input too (a bad --device, SLUICE_* value, ...).
+  const auto* err = dynamic_cast<const Error*>(&e);
+  return err != nullptr && err->domain() == ErrorDomain::usage ? exit_usage : exit_failure;
+}
+
 CLI::Validator size_validator() {
   return CLI::Validator(
       [](std::string& value) -> std::string {

@@ -12,7 +12,8 @@
 
 namespace sluice::cli {
 
-/// Exit codes: 0 success, 1 the operation failed, 2 bad arguments.
+/// Exit codes (docs/errors.md#exit-codes): 0 success, 1 the operation failed, 2 bad arguments;
+/// 128+N when signal N stopped a command that stops cleanly on signals (bench).
 inline constexpr int exit_failure = 1;
 inline constexpr int exit_usage = 2;
 
@@ -20,6 +21,10 @@ inline constexpr int exit_usage = 2;
 struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
+
+/// The exit code of a command that `e` ended: exit_usage for a UsageError or a sluice::Error of
+/// the usage domain (errno EINVAL from the caller's input), exit_failure for anything else.
+[[nodiscard]] int exit_code(const std::exception& e) noexcept;
 
 /// CLI11 validator/transformer for sizes with units ("4K", "1MiB", "2G").
 CLI::Validator size_validator();

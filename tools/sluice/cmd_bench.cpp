@@ -124,12 +124,10 @@ int run_cluster_bench(const BenchArgs& a, const bench::Plan& plan, const Cluster
   } catch (const std::exception& e) {
     if (comm->size() <= 1) throw;
     // The other ranks wait for this one in a collective call: end the job, naming the rank.
-    const auto* err = dynamic_cast<const Error*>(&e);
-    const bool usage = err != nullptr ? err->domain() == ErrorDomain::usage : dynamic_cast<const UsageError*>(&e) != nullptr;
     std::fprintf(stderr, "sluice bench: rank %d on %s: error: %s (ending the job)\n", comm->rank(), env.host.c_str(),
                  e.what());
     std::fflush(stderr);
-    comm->abort(usage ? exit_usage : exit_failure);
+    comm->abort(exit_code(e));
   }
   if (root) {
     const auto summaries = [&] {

@@ -161,7 +161,7 @@ int run_load(const LoadArgs& a) {
     // The others wait for this rank's figures: end the job, naming the rank.
     std::fprintf(stderr, "sluice load: rank %d on %s: error: %s (ending the job)\n", env.rank, env.host.c_str(), e.what());
     std::fflush(stderr);
-    comm->abort(exit_failure);
+    comm->abort(exit_code(e));
   }
   const LoadedTensors& loaded = *loaded_or;
   const double ended = unix_now();

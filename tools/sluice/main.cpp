@@ -7,7 +7,6 @@
 
 #include "cli_util.hpp"
 #include "commands.hpp"
-#include "sluice/error.hpp"
 #include "sluice/version.hpp"
 
 int main(int argc, char** argv) {
@@ -44,13 +43,10 @@ int main(int argc, char** argv) {
       return run();
     } catch (const UsageError& e) {
       std::fprintf(stderr, "sluice %s: %s\n", sub->get_name().c_str(), e.what());
-      return exit_usage;
-    } catch (const sluice::Error& e) {
-      std::fprintf(stderr, "sluice %s: error: %s\n", sub->get_name().c_str(), e.what());
-      return e.domain() == sluice::ErrorDomain::usage ? exit_usage : exit_failure;
+      return exit_code(e);
     } catch (const std::exception& e) {
       std::fprintf(stderr, "sluice %s: error: %s\n", sub->get_name().c_str(), e.what());
-      return exit_failure;
+      return exit_code(e);
     }
   }
   return exit_usage;
