@@ -114,8 +114,8 @@ class CopyStreams {
 // a stream-ordered transfer's gate for this very copy (docs/paths.md).
 class PooledStream {
  public:
-  // Makes the device current on this thread first: a reused stream's copies need its context.
-  explicit PooledStream(Device& dev) : dev_(dev), cs_(take_current(dev)) {}
+  // Each device call makes the device's context current for itself (and gives the caller's back).
+  explicit PooledStream(Device& dev) : dev_(dev), cs_(CopyStreams::take(dev)) {}
   ~PooledStream() {
     try {
       dev_.synchronize(cs_.stream);
@@ -141,11 +141,6 @@ class PooledStream {
   [[nodiscard]] std::vector<EventHandle>& events() noexcept { return cs_.events; }
 
  private:
-  static CopyStream take_current(Device& dev) {
-    dev.make_current();
-    return CopyStreams::take(dev);
-  }
-
   Device& dev_;
   CopyStream cs_;
 };
@@ -244,7 +239,6 @@ TransferResult posix_transfer(IoOp op, const File& file, std::byte* dev, std::ui
   const std::uint64_t piece = std::min<std::uint64_t>(cfg.bounce_buffer_size, size);
   std::vector<std::byte> host(static_cast<std::size_t>(piece));  // pageable, as naive code has it
   std::uint64_t ios = 0;
-  device.make_current();
   try {
     PooledStream copies(device);
     for (std::uint64_t pos = 0; pos < size;) {
