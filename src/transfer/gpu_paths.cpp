@@ -263,24 +263,17 @@ std::optional<TransferResult> direct_transfer(IoOp op, const File& file, std::by
   (void)cfg;
   const auto t0 = Clock::now();
   CuFile& cufile = CuFile::instance();
-  std::shared_ptr<CuFile::Handle> handle;
-  {
-    // Transfers on one File run at once (read_async, batches): the first registers its cuFile
-    // handle, the others wait and share it. A second registration of the fd would be refused
-    // (CU_FILE_HANDLE_ALREADY_REGISTERED), and the attachment is a plain shared_ptr.
-    static std::mutex registration;
-    std::lock_guard lock(registration);
-    handle = std::static_pointer_cast<CuFile::Handle>(file.attachment());
-    if (!handle) {
-      std::string why;
-      int code = 0;
-      handle = cufile.register_handle(file.has_direct() ? file.direct_fd() : file.fd(), &why, &code);
-      if (!handle) {
-        *refusal = {std::move(why), code, Fallback::handle_refused};
-        return std::nullopt;
-      }
-      file.attachment() = handle;
-    }
+  // Transfers on one File run at once (read_async, batches): the first registers its cuFile
+  // handle, the others wait in attachment() and share it. A second registration of the fd would
+  // be refused (CU_FILE_HANDLE_ALREADY_REGISTERED).
+  std::string refused_why;
+  int refused_code = 0;
+  const auto handle = std::static_pointer_cast<CuFile::Handle>(file.attachment([&]() -> std::shared_ptr<void> {
+    return cufile.register_handle(file.has_direct() ? file.direct_fd() : file.fd(), &refused_why, &refused_code);
+  }));
+  if (!handle) {
+    *refusal = {std::move(refused_why), refused_code, Fallback::handle_refused};
+    return std::nullopt;
   }
   std::uint64_t done = 0;
   std::uint64_t ios = 0;
