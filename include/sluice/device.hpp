@@ -106,7 +106,11 @@ class Device {
   [[nodiscard]] virtual bool event_done(EventHandle e) = 0;
   virtual void wait_event(EventHandle e) = 0;
 
-  /// Makes this device current on the calling thread (the CUDA context); a no-op for sim.
+  /// Makes this device current on the calling thread for good (cuCtxSetCurrent: replaces the top
+  /// of the thread's context stack); a no-op for sim. Only for threads the caller owns (bench's
+  /// workers): every other method makes the device current for its own duration and then gives
+  /// the calling thread back the context it had, so libsluice never changes an application
+  /// thread's context stack.
   virtual void make_current() = 0;
 
   /// Synchronous copies on the default stream, for tests and tools. The transfer paths copy on

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -61,8 +62,13 @@ class File {
   [[nodiscard]] std::uint64_t size() const;
 
   /// Opaque state an upper layer caches per open file (the GPU layer keeps its cuFile handle
-  /// here). Released before the descriptors close, so a registration never outlives its fd.
-  [[nodiscard]] std::shared_ptr<void>& attachment() const noexcept { return attachment_; }
+  /// here): a set-once, thread-safe cache, which is why a const File may fill it. The first call
+  /// runs `make` and keeps a non-null result; every later call (concurrent ones wait) gets that
+  /// one. A null result is not kept, so the next call tries again. Released before the
+  /// descriptors close, so a registration never outlives its fd.
+  [[nodiscard]] std::shared_ptr<void> attachment(const std::function<std::shared_ptr<void>()>& make) const;
+  /// What is attached, or null.
+  [[nodiscard]] std::shared_ptr<void> attachment() const;
 
  private:
   static void open_cache_fd(File& f, int flags);
@@ -77,7 +83,7 @@ class File {
   std::string path_;
   std::string fs_type_;
   std::string direct_reason_;
-  mutable std::shared_ptr<void> attachment_;
+  mutable std::shared_ptr<void> attachment_;  // only through attachment(make), under its lock
 };
 
 /// Filesystem type name for a statfs f_type magic.

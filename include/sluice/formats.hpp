@@ -13,6 +13,8 @@
 #include <utility>
 #include <vector>
 
+#include "sluice/dtype.hpp"
+
 namespace sluice {
 
 class File;
@@ -24,7 +26,8 @@ enum class TensorFormat : std::uint8_t { safetensors, npy };
 /// One tensor of a file.
 struct TensorInfo {
   std::string name;                   ///< safetensors key; for .npy the file name without ".npy"
-  std::string dtype;                  ///< as the file spells it: "BF16", "F8_E4M3"; "<f4", "|b1"
+  DType dtype = DType::raw;           ///< the element type (sluice/dtype.hpp)
+  std::string raw_dtype;              ///< .npy only, for DType::raw: the descr ("|S5", ">i4")
   std::uint32_t element_bits = 0;     ///< bits per element (4 for F4, 6 for F6_*, 8 for BOOL)
   std::vector<std::uint64_t> shape;   ///< empty for a 0-d scalar
   std::uint64_t offset = 0;           ///< absolute byte offset of the first element in the file
@@ -32,6 +35,9 @@ struct TensorInfo {
   bool fortran_order = false;         ///< .npy only: the bytes are in column-major order
   std::size_t file_index = 0;         ///< which file of a checkpoint holds it (set by the loader)
 };
+
+/// The type as a file of `format` spells it: "BF16" (safetensors), "<f4" (.npy), or raw_dtype.
+[[nodiscard]] std::string dtype_text(const TensorInfo& t, TensorFormat format);
 
 /// Everything a file's header says.
 struct TensorFileLayout {

@@ -72,7 +72,9 @@ enum class LoadTarget : std::uint8_t {
 
 /// One tensor in memory.
 struct LoadedTensor {
-  const TensorInfo* info = nullptr;  ///< points into the Checkpoint, which must outlive it
+  /// Its description, owned by the LoadedTensors that holds this tensor (a copy of the
+  /// Checkpoint's): valid while that LoadedTensors lives, after the Checkpoint is gone too.
+  const TensorInfo* info = nullptr;
   void* data = nullptr;              ///< its first byte; info->bytes bytes
 };
 
@@ -124,7 +126,8 @@ struct LoadPlan {
 /// What load() would do, without reading or allocating. Throws a usage Error on bad options.
 [[nodiscard]] LoadPlan plan_load(const Checkpoint& checkpoint, const LoadOptions& options);
 
-/// Tensors in memory, owning the allocation they live in (unless they are in caller buffers).
+/// Tensors in memory, owning the allocation they live in (unless they are in caller buffers) and
+/// their descriptions: the Checkpoint may be dropped once load() has returned.
 class LoadedTensors {
  public:
   LoadedTensors() = default;
@@ -154,6 +157,7 @@ class LoadedTensors {
   LoadTarget target_ = LoadTarget::pageable_host;
   void* base_ = nullptr;
   std::uint64_t size_ = 0;
+  std::vector<TensorInfo> infos_;  ///< what tensors_[i].info points to
   std::vector<LoadedTensor> tensors_;
   std::unordered_map<std::string_view, std::size_t> by_name_;
   TransferResult result_;

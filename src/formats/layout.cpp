@@ -12,6 +12,11 @@ std::string_view to_string(TensorFormat f) noexcept {
   return f == TensorFormat::npy ? "npy" : "safetensors";
 }
 
+std::string dtype_text(const TensorInfo& t, TensorFormat format) {
+  if (t.dtype == DType::raw) return t.raw_dtype;
+  return std::string(format == TensorFormat::npy ? numpy_name(t.dtype) : safetensors_name(t.dtype));
+}
+
 namespace formats {
 namespace detail {
 

@@ -127,8 +127,10 @@ TensorFileLayout parse_npy(std::span<const std::byte> header, std::uint64_t file
   if (descr->kind != PyValue::Kind::string) {
     bad_file(op, path, fmt::format("header field 'descr' is {}, not a type string", descr->kind_name()));
   }
-  t.dtype = descr->text;
-  const std::uint64_t itemsize = itemsize_of(t.dtype, path);
+  const std::string& descr_text = descr->text;
+  const std::uint64_t itemsize = itemsize_of(descr_text, path);
+  t.dtype = parse_numpy_dtype(descr_text).value_or(DType::raw);
+  if (t.dtype == DType::raw) t.raw_dtype = descr_text;
   if (fortran->kind != PyValue::Kind::boolean) {
     bad_file(op, path, fmt::format("header field 'fortran_order' is {}, not True or False", fortran->kind_name()));
   }
@@ -152,7 +154,7 @@ TensorFileLayout parse_npy(std::span<const std::byte> header, std::uint64_t file
   }
   const auto bytes = detail::mul(count, itemsize);
   if (!bytes || !detail::mul(*bytes, 8)) {
-    bad_file(op, path, fmt::format("header field 'shape' x descr '{}': the byte size overflows 64 bits", t.dtype));
+    bad_file(op, path, fmt::format("header field 'shape' x descr '{}': the byte size overflows 64 bits", descr_text));
   }
   t.bytes = *bytes;
   t.element_bits = static_cast<std::uint32_t>(std::min<std::uint64_t>(itemsize * 8, UINT32_MAX));
@@ -160,11 +162,11 @@ TensorFileLayout parse_npy(std::span<const std::byte> header, std::uint64_t file
   const std::uint64_t available = file_size - layout.data_offset;
   if (t.bytes > available) {
     bad_file(op, path, fmt::format("header field 'shape' x descr '{}' needs {} bytes of data but the file has {} "
-                                   "after the header: truncated", t.dtype, t.bytes, available));
+                                   "after the header: truncated", descr_text, t.bytes, available));
   }
   if (t.bytes < available) {
     bad_file(op, path, fmt::format("the file has {} bytes after the array data (shape x descr '{}' is {} bytes of "
-                                   "the {} after the header)", available - t.bytes, t.dtype, t.bytes, available));
+                                   "the {} after the header)", available - t.bytes, descr_text, t.bytes, available));
   }
   layout.tensors.push_back(std::move(t));
   return layout;

@@ -26,24 +26,12 @@ using detail::quote_for_message;
 
 constexpr std::string_view op = "safetensors";
 
-struct DtypeBits {
-  std::string_view name;
-  std::uint32_t bits;
+// The specification's order (safetensors/src/tensor.rs, enum Dtype); the types are in dtype.cpp.
+constexpr std::array<std::string_view, 22> dtype_names{
+    "BOOL", "F4",          "F6_E2M3",     "F6_E3M2", "U8",  "I8",  "F8_E5M2", "F8_E4M3",
+    "F8_E8M0", "F8_E4M3FNUZ", "F8_E5M2FNUZ", "I16",     "U16", "F16", "BF16",    "I32",
+    "U32",  "F32",         "C64",         "F64",     "I64", "U64",
 };
-// The specification's order (safetensors/src/tensor.rs, enum Dtype).
-constexpr std::array<DtypeBits, 22> dtypes{{
-    {"BOOL", 8},       {"F4", 4},          {"F6_E2M3", 6},     {"F6_E3M2", 6},
-    {"U8", 8},         {"I8", 8},          {"F8_E5M2", 8},     {"F8_E4M3", 8},
-    {"F8_E8M0", 8},    {"F8_E4M3FNUZ", 8}, {"F8_E5M2FNUZ", 8}, {"I16", 16},
-    {"U16", 16},       {"F16", 16},        {"BF16", 16},       {"I32", 32},
-    {"U32", 32},       {"F32", 32},        {"C64", 64},        {"F64", 64},
-    {"I64", 64},       {"U64", 64},
-}};
-constexpr auto dtype_names = [] {
-  std::array<std::string_view, dtypes.size()> names{};
-  for (std::size_t i = 0; i < dtypes.size(); ++i) names[i] = dtypes[i].name;
-  return names;
-}();
 
 // Thrown from the JSON parser's callback, caught around the parse.
 struct Reject {
@@ -77,12 +65,13 @@ TensorInfo parse_tensor(const std::string& name, const json& entry, std::uint64_
 
   const json& dtype = entry["dtype"];
   if (!dtype.is_string()) bad_file(op, path, fmt::format("header field {}.dtype is not a string", where));
-  t.dtype = dtype.get<std::string>();
-  t.element_bits = safetensors_dtype_bits(t.dtype);
-  if (t.element_bits == 0) {
+  const auto type = parse_safetensors_dtype(dtype.get<std::string>());
+  if (!type) {
     bad_file(op, path, fmt::format("header field {}.dtype: unknown dtype '{}' (known: {})", where,
-                                   quote_for_message(t.dtype), fmt::join(dtype_names, ", ")));
+                                   quote_for_message(dtype.get<std::string>()), fmt::join(dtype_names, ", ")));
   }
+  t.dtype = *type;
+  t.element_bits = element_bits(t.dtype);
 
   const json& shape = entry["shape"];
   if (!shape.is_array()) bad_file(op, path, fmt::format("header field {}.shape is not an array", where));
@@ -100,11 +89,11 @@ TensorInfo parse_tensor(const std::string& name, const json& entry, std::uint64_
   const auto bits = detail::mul(elements, t.element_bits);
   if (!bits) {
     bad_file(op, path, fmt::format("header field {}.shape {} x {}: the byte size overflows 64 bits", where,
-                                   shape_text(t.shape), t.dtype));
+                                   shape_text(t.shape), safetensors_name(t.dtype)));
   }
   if (*bits % 8 != 0) {
     bad_file(op, path, fmt::format("header field {}.shape {} x {} ({} bits each) is not a whole number of bytes",
-                                   where, shape_text(t.shape), t.dtype, t.element_bits));
+                                   where, shape_text(t.shape), safetensors_name(t.dtype), t.element_bits));
   }
   const std::uint64_t need = *bits / 8;
 
@@ -119,7 +108,7 @@ TensorInfo parse_tensor(const std::string& name, const json& entry, std::uint64_
   }
   if (end - begin != need) {
     bad_file(op, path, fmt::format("header field {}.data_offsets [{}, {}] cover {} bytes, but shape {} x {} needs {}",
-                                   where, begin, end, end - begin, shape_text(t.shape), t.dtype, need));
+                                   where, begin, end, end - begin, shape_text(t.shape), safetensors_name(t.dtype), need));
   }
   if (end > data_size) {
     bad_file(op, path, fmt::format("header field {}.data_offsets [{}, {}] end past the data section ({} bytes): "
@@ -134,10 +123,8 @@ TensorInfo parse_tensor(const std::string& name, const json& entry, std::uint64_
 }  // namespace
 
 std::uint32_t safetensors_dtype_bits(std::string_view dtype) noexcept {
-  for (const auto& d : dtypes) {
-    if (d.name == dtype) return d.bits;
-  }
-  return 0;
+  const auto type = parse_safetensors_dtype(dtype);
+  return type ? element_bits(*type) : 0;
 }
 
 std::span<const std::string_view> safetensors_dtypes() noexcept { return dtype_names; }

@@ -56,6 +56,9 @@ inline constexpr unsigned event_disable_timing = 0x2;       // CU_EVENT_DISABLE_
   X(cuDevicePrimaryCtxRetain, (CUcontext* ctx, CUdevice dev))                                  \
   X(cuDevicePrimaryCtxRelease_v2, (CUdevice dev))                                              \
   X(cuCtxSetCurrent, (CUcontext ctx))                                                          \
+  X(cuCtxGetCurrent, (CUcontext* ctx))                                                         \
+  X(cuCtxPushCurrent_v2, (CUcontext ctx))                                                      \
+  X(cuCtxPopCurrent_v2, (CUcontext* ctx))                                                      \
   X(cuMemAlloc_v2, (CUdeviceptr* dptr, std::size_t bytes))                                     \
   X(cuMemFree_v2, (CUdeviceptr dptr))                                                          \
   X(cuMemHostAlloc, (void** pp, std::size_t bytes, unsigned int flags))                        \

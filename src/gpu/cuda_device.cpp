@@ -2,12 +2,15 @@
 //
 // The device works in the GPU's primary context, the one the CUDA runtime (and so PyTorch and
 // friends) also uses, so pointers move freely between sluice and the application. Every method
-// makes that context current first: pool threads call in without ever having set one.
+// makes that context current for its own duration (Scope: push, call, pop) and leaves the
+// calling thread's context stack as it found it: pool threads call in without ever having set a
+// context, and an application thread may have pushed another GPU's context it expects back.
 #include "gpu/cuda_device.hpp"
 
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <string_view>
 
 #include <fmt/format.h>
@@ -56,7 +59,7 @@ class CudaDevice final : public Device {
     check(api_.cuDevicePrimaryCtxRetain(&ctx_, dev_), "cuDevicePrimaryCtxRetain",
           fmt::format("cuda:{}", ordinal));
     try {
-      bind_context();
+      const Scope current(*this);
       char buf[256] = {};
       check(api_.cuDeviceGetName(buf, static_cast<int>(sizeof buf) - 1, dev_), "cuDeviceGetName");
       info_.name = buf;
@@ -93,24 +96,25 @@ class CudaDevice final : public Device {
 
   [[nodiscard]] const DeviceInfo& info() const noexcept override { return info_; }
 
-  void make_current() override { bind_context(); }
+  void make_current() override { check(api_.cuCtxSetCurrent(ctx_), "cuCtxSetCurrent"); }
 
   [[nodiscard]] void* alloc(std::size_t bytes) override {
     if (bytes == 0) return nullptr;  // the driver rejects 0; nothing to hold
-    make_current();
+    const Scope current(*this);
     CUdeviceptr p = 0;
     check(api_.cuMemAlloc_v2(&p, bytes), "cuMemAlloc", fmt::format("{} bytes", bytes));
     return reinterpret_cast<void*>(static_cast<std::uintptr_t>(p));
   }
 
   void free(void* p) noexcept override {
-    if (p == nullptr || !current_noexcept()) return;
-    api_.cuMemFree_v2(to_dptr(p));
+    if (p == nullptr) return;
+    const Scope current(*this, std::nothrow);
+    if (current.ok()) api_.cuMemFree_v2(to_dptr(p));
   }
 
   [[nodiscard]] void* alloc_pinned(std::size_t bytes) override {
     if (bytes == 0) return nullptr;
-    make_current();
+    const Scope current(*this);
     void* p = nullptr;
     // PORTABLE: staging buffers are pinned for every context, not only the one that made them.
     check(api_.cuMemHostAlloc(&p, bytes, memhostalloc_portable), "cuMemHostAlloc",
@@ -119,23 +123,25 @@ class CudaDevice final : public Device {
   }
 
   void free_pinned(void* p) noexcept override {
-    if (p == nullptr || !current_noexcept()) return;
-    api_.cuMemFreeHost(p);
+    if (p == nullptr) return;
+    const Scope current(*this, std::nothrow);
+    if (current.ok()) api_.cuMemFreeHost(p);
   }
 
   void register_host(void* p, std::size_t bytes) override {
-    make_current();
+    const Scope current(*this);
     check(api_.cuMemHostRegister_v2(p, bytes, memhostregister_portable), "cuMemHostRegister",
           fmt::format("{} bytes at {}", bytes, p));
   }
 
   void unregister_host(void* p) noexcept override {
-    if (p == nullptr || !current_noexcept()) return;
-    api_.cuMemHostUnregister(p);
+    if (p == nullptr) return;
+    const Scope current(*this, std::nothrow);
+    if (current.ok()) api_.cuMemHostUnregister(p);
   }
 
   [[nodiscard]] MemoryKind pointer_kind(const void* p) const override {
-    bind_context();
+    const Scope current(*this);
     unsigned type = 0;
     const CUresult r = api_.cuPointerGetAttribute(&type, pointer_attribute_memory_type, to_dptr(p));
     // The driver does not know ordinary host memory: that is its answer for pageable pointers.
@@ -149,7 +155,7 @@ class CudaDevice final : public Device {
   }
 
   [[nodiscard]] StreamHandle create_stream() override {
-    make_current();
+    const Scope current(*this);
     CUstream s = nullptr;
     // NON_BLOCKING: sluice's copies must not serialise with the application's legacy stream 0.
     check(api_.cuStreamCreate(&s, stream_non_blocking), "cuStreamCreate");
@@ -157,32 +163,33 @@ class CudaDevice final : public Device {
   }
 
   void destroy_stream(StreamHandle s) noexcept override {
-    if (s == nullptr || !current_noexcept()) return;
-    api_.cuStreamDestroy_v2(static_cast<CUstream>(s));
+    if (s == nullptr) return;
+    const Scope current(*this, std::nothrow);
+    if (current.ok()) api_.cuStreamDestroy_v2(static_cast<CUstream>(s));
   }
 
   void copy_to_device_async(void* dst, const void* src, std::size_t bytes,
                             StreamHandle s) override {
     if (bytes == 0) return;
-    make_current();
+    const Scope current(*this);
     check(api_.cuMemcpyHtoDAsync_v2(to_dptr(dst), src, bytes, static_cast<CUstream>(s)),
           "cuMemcpyHtoDAsync", fmt::format("{} bytes {} -> {}", bytes, src, dst));
   }
 
   void copy_to_host_async(void* dst, const void* src, std::size_t bytes, StreamHandle s) override {
     if (bytes == 0) return;
-    make_current();
+    const Scope current(*this);
     check(api_.cuMemcpyDtoHAsync_v2(dst, to_dptr(src), bytes, static_cast<CUstream>(s)),
           "cuMemcpyDtoHAsync", fmt::format("{} bytes {} -> {}", bytes, src, dst));
   }
 
   void launch_host_func(StreamHandle s, void (*fn)(void*), void* arg) override {
-    make_current();
+    const Scope current(*this);
     check(api_.cuLaunchHostFunc(static_cast<CUstream>(s), fn, arg), "cuLaunchHostFunc");
   }
 
   void synchronize(StreamHandle s) override {
-    make_current();
+    const Scope current(*this);
     check(api_.cuStreamSynchronize(static_cast<CUstream>(s)), "cuStreamSynchronize");
   }
 
@@ -199,7 +206,7 @@ class CudaDevice final : public Device {
         // so a stream of any context can. Freed only while the process is not exiting.
         gates_ = std::make_shared<GateSlots>(
             [this](std::size_t bytes) {
-              make_current();
+              const Scope current(*this);
               void* p = nullptr;
               check(api_.cuMemHostAlloc(&p, bytes, memhostalloc_portable | memhostalloc_devicemap),
                     "cuMemHostAlloc", fmt::format("{} bytes for stream gates", bytes));
@@ -212,7 +219,9 @@ class CudaDevice final : public Device {
             },
             // The slots may outlive this device (a gate still held): no `this` here.
             [api = &api_, ctx = ctx_](const GateSlots::Page& page) {
-              if (!process_exiting() && api->cuCtxSetCurrent(ctx) == success) api->cuMemFreeHost(page.host);
+              if (process_exiting() || api->cuCtxPushCurrent_v2(ctx) != success) return;
+              api->cuMemFreeHost(page.host);
+              api->cuCtxPopCurrent_v2(nullptr);
             });
       }
       slots = gates_;
@@ -228,14 +237,14 @@ class CudaDevice final : public Device {
       slots = gates_;
     }
     if (!slots) throw_usage_error({.op = "wait_gate"}, "the gate was not made by this device");
-    make_current();
+    const Scope current(*this);
     check(api_.cuStreamWaitValue32_v2(static_cast<CUstream>(s), slots->device_address(gate.index()),
                                       gate.target(), stream_wait_value_geq),
           "cuStreamWaitValue32");
   }
 
   [[nodiscard]] EventHandle create_event() override {
-    make_current();
+    const Scope current(*this);
     CUevent e = nullptr;
     // Events only order and signal completion; timing costs extra work on every record.
     check(api_.cuEventCreate(&e, event_disable_timing), "cuEventCreate");
@@ -243,17 +252,18 @@ class CudaDevice final : public Device {
   }
 
   void destroy_event(EventHandle e) noexcept override {
-    if (e == nullptr || !current_noexcept()) return;
-    api_.cuEventDestroy_v2(static_cast<CUevent>(e));
+    if (e == nullptr) return;
+    const Scope current(*this, std::nothrow);
+    if (current.ok()) api_.cuEventDestroy_v2(static_cast<CUevent>(e));
   }
 
   void record_event(EventHandle e, StreamHandle s) override {
-    make_current();
+    const Scope current(*this);
     check(api_.cuEventRecord(static_cast<CUevent>(e), static_cast<CUstream>(s)), "cuEventRecord");
   }
 
   [[nodiscard]] bool event_done(EventHandle e) override {
-    make_current();
+    const Scope current(*this);
     const CUresult r = api_.cuEventQuery(static_cast<CUevent>(e));
     if (r == error_not_ready) return false;
     check(r, "cuEventQuery");
@@ -261,18 +271,42 @@ class CudaDevice final : public Device {
   }
 
   void wait_event(EventHandle e) override {
-    make_current();
+    const Scope current(*this);
     check(api_.cuEventSynchronize(static_cast<CUevent>(e)), "cuEventSynchronize");
   }
 
  private:
-  void bind_context() const { check(api_.cuCtxSetCurrent(ctx_), "cuCtxSetCurrent"); }
+  // The primary context, current on the calling thread for one call. Pushed only when another
+  // context (or none) is current, and popped again, so the caller's stack comes back as it was;
+  // cuCtxSetCurrent would have replaced the caller's top for good. The nothrow form is for the
+  // noexcept release methods, which also skip the driver once exit() is tearing it down.
+  class Scope {
+   public:
+    explicit Scope(const CudaDevice& d) : api_(d.api_) {
+      CUcontext now = nullptr;
+      check(api_.cuCtxGetCurrent(&now), "cuCtxGetCurrent");
+      if (now == d.ctx_) return;
+      check(api_.cuCtxPushCurrent_v2(d.ctx_), "cuCtxPushCurrent");
+      pushed_ = true;
+    }
+    Scope(const CudaDevice& d, std::nothrow_t) noexcept : api_(d.api_), ok_(false) {
+      CUcontext now = nullptr;
+      if (process_exiting() || api_.cuCtxGetCurrent(&now) != success) return;
+      ok_ = now == d.ctx_ || api_.cuCtxPushCurrent_v2(d.ctx_) == success;
+      pushed_ = ok_ && now != d.ctx_;
+    }
+    ~Scope() {
+      if (pushed_) api_.cuCtxPopCurrent_v2(nullptr);
+    }
+    Scope(const Scope&) = delete;
+    Scope& operator=(const Scope&) = delete;
+    [[nodiscard]] bool ok() const noexcept { return ok_; }
 
-  // For the noexcept release methods: they must not throw, and a release after exit() started
-  // tearing down libcuda must not happen at all.
-  bool current_noexcept() const noexcept {
-    return !process_exiting() && api_.cuCtxSetCurrent(ctx_) == success;
-  }
+   private:
+    const Api& api_;
+    bool pushed_ = false;
+    bool ok_ = true;
+  };
 
   const Api& api_;
   CUdevice dev_ = 0;

@@ -16,6 +16,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <memory>
+#include <mutex>
 #include <utility>
 
 #include <fmt/format.h>
@@ -168,8 +169,31 @@ File& File::operator=(File&& other) noexcept {
 
 File::~File() { close(); }
 
+namespace {
+// One lock for every File's attachment: attaching is rare (once per file and upper layer), and
+// a per-File mutex would make File immovable.
+std::mutex& attachment_mutex() {
+  static std::mutex m;
+  return m;
+}
+}  // namespace
+
+std::shared_ptr<void> File::attachment(const std::function<std::shared_ptr<void>()>& make) const {
+  std::lock_guard lock(attachment_mutex());
+  if (!attachment_) attachment_ = make();
+  return attachment_;
+}
+
+std::shared_ptr<void> File::attachment() const {
+  std::lock_guard lock(attachment_mutex());
+  return attachment_;
+}
+
 void File::close() noexcept {
-  attachment_.reset();
+  {
+    std::lock_guard lock(attachment_mutex());
+    attachment_.reset();
+  }
   if (direct_fd_ >= 0) ::close(direct_fd_);
   if (cache_fd_ >= 0) ::close(cache_fd_);
   if (fd_ >= 0) ::close(fd_);

@@ -80,6 +80,7 @@ LoadedTensors& LoadedTensors::operator=(LoadedTensors&& o) noexcept {
     target_ = o.target_;
     base_ = std::exchange(o.base_, nullptr);
     size_ = std::exchange(o.size_, 0);
+    infos_ = std::move(o.infos_);  // a moved vector keeps its elements where they are
     tensors_ = std::move(o.tensors_);
     by_name_ = std::move(o.by_name_);
     result_ = std::move(o.result_);
@@ -130,6 +131,9 @@ LoadedTensors load(const Checkpoint& cp, const LoadOptions& o) {
   LoadedTensors out;
   out.device_ = o.device;
   out.target_ = o.target;
+  // Copies of the plan's TensorInfo: the tensors point into these, so they outlive the Checkpoint.
+  out.infos_.reserve(plan.tensors.size());
+  for (const TensorInfo* ti : plan.tensors) out.infos_.push_back(*ti);
   out.tensors_.resize(plan.tensors.size());
   if (!o.destination) {
     out.base_ = allocate(o.target, o.device.get(), plan.allocation_bytes);
@@ -137,7 +141,7 @@ LoadedTensors load(const Checkpoint& cp, const LoadOptions& o) {
   }
   for (std::size_t i = 0; i < plan.tensors.size(); ++i) {
     LoadedTensor& t = out.tensors_[i];
-    t.info = plan.tensors[i];
+    t.info = &out.infos_[i];
     if (o.destination) {
       t.data = o.destination(*t.info);
       if (t.data == nullptr) {

@@ -114,8 +114,8 @@ class CopyStreams {
 // a stream-ordered transfer's gate for this very copy (docs/paths.md).
 class PooledStream {
  public:
-  // Makes the device current on this thread first: a reused stream's copies need its context.
-  explicit PooledStream(Device& dev) : dev_(dev), cs_(take_current(dev)) {}
+  // Each device call makes the device's context current for itself (and gives the caller's back).
+  explicit PooledStream(Device& dev) : dev_(dev), cs_(CopyStreams::take(dev)) {}
   ~PooledStream() {
     try {
       dev_.synchronize(cs_.stream);
@@ -141,11 +141,6 @@ class PooledStream {
   [[nodiscard]] std::vector<EventHandle>& events() noexcept { return cs_.events; }
 
  private:
-  static CopyStream take_current(Device& dev) {
-    dev.make_current();
-    return CopyStreams::take(dev);
-  }
-
   Device& dev_;
   CopyStream cs_;
 };
@@ -244,7 +239,6 @@ TransferResult posix_transfer(IoOp op, const File& file, std::byte* dev, std::ui
   const std::uint64_t piece = std::min<std::uint64_t>(cfg.bounce_buffer_size, size);
   std::vector<std::byte> host(static_cast<std::size_t>(piece));  // pageable, as naive code has it
   std::uint64_t ios = 0;
-  device.make_current();
   try {
     PooledStream copies(device);
     for (std::uint64_t pos = 0; pos < size;) {
@@ -269,24 +263,17 @@ std::optional<TransferResult> direct_transfer(IoOp op, const File& file, std::by
   (void)cfg;
   const auto t0 = Clock::now();
   CuFile& cufile = CuFile::instance();
-  std::shared_ptr<CuFile::Handle> handle;
-  {
-    // Transfers on one File run at once (read_async, batches): the first registers its cuFile
-    // handle, the others wait and share it. A second registration of the fd would be refused
-    // (CU_FILE_HANDLE_ALREADY_REGISTERED), and the attachment is a plain shared_ptr.
-    static std::mutex registration;
-    std::lock_guard lock(registration);
-    handle = std::static_pointer_cast<CuFile::Handle>(file.attachment());
-    if (!handle) {
-      std::string why;
-      int code = 0;
-      handle = cufile.register_handle(file.has_direct() ? file.direct_fd() : file.fd(), &why, &code);
-      if (!handle) {
-        *refusal = {std::move(why), code, Fallback::handle_refused};
-        return std::nullopt;
-      }
-      file.attachment() = handle;
-    }
+  // Transfers on one File run at once (read_async, batches): the first registers its cuFile
+  // handle, the others wait in attachment() and share it. A second registration of the fd would
+  // be refused (CU_FILE_HANDLE_ALREADY_REGISTERED).
+  std::string refused_why;
+  int refused_code = 0;
+  const auto handle = std::static_pointer_cast<CuFile::Handle>(file.attachment([&]() -> std::shared_ptr<void> {
+    return cufile.register_handle(file.has_direct() ? file.direct_fd() : file.fd(), &refused_why, &refused_code);
+  }));
+  if (!handle) {
+    *refusal = {std::move(refused_why), refused_code, Fallback::handle_refused};
+    return std::nullopt;
   }
   std::uint64_t done = 0;
   std::uint64_t ios = 0;

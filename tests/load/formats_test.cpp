@@ -41,7 +41,7 @@ TEST(Safetensors, EveryDtypeWithItsSize) {
   std::uint64_t expect = f.size() - data_bytes;
   for (std::size_t i = 0; i < ts.size(); ++i) {
     EXPECT_EQ(layout.tensors[i].name, ts[i].name);
-    EXPECT_EQ(layout.tensors[i].dtype, ts[i].dtype);
+    EXPECT_EQ(dtype_text(layout.tensors[i], TensorFormat::safetensors), ts[i].dtype);
     EXPECT_EQ(layout.tensors[i].offset, expect);
     EXPECT_EQ(layout.tensors[i].bytes, ts[i].data.size());
     expect += ts[i].data.size();
@@ -103,7 +103,7 @@ TEST(Npy, EveryVersion) {
     EXPECT_EQ(l.data_offset % 64, 0u);
     ASSERT_EQ(l.tensors.size(), 1u);
     EXPECT_EQ(l.tensors[0].name, "t");
-    EXPECT_EQ(l.tensors[0].dtype, "<f4");
+    EXPECT_EQ(l.tensors[0].dtype, DType::f32);
     EXPECT_EQ(l.tensors[0].shape, (std::vector<std::uint64_t>{3, 4}));
     EXPECT_EQ(l.tensors[0].bytes, 48u);
     EXPECT_EQ(l.tensors[0].offset, f.size() - 48);  // the data is the file's tail
@@ -126,7 +126,7 @@ TEST(Npy, DtypesShapesAndOrders) {
       const auto l = np(test::npy_file(1, dict, pattern(n * c.item)));
       EXPECT_EQ(l.tensors[0].bytes, n * c.item) << dict;
       EXPECT_TRUE(l.tensors[0].fortran_order);
-      EXPECT_EQ(l.tensors[0].dtype, c.descr);
+      EXPECT_EQ(dtype_text(l.tensors[0], TensorFormat::npy), c.descr);
     }
   }
 }

@@ -5,6 +5,7 @@
 
 #include <xxhash.h>
 
+#include <cstring>
 #include <filesystem>
 
 #include <fmt/format.h>
@@ -176,6 +177,29 @@ TEST_F(Loader, LoadsEveryTargetWithEveryByteRight) {
       }
       expect_bytes(cp, got);
     }
+  }
+}
+
+TEST_F(Loader, TensorsOutliveTheCheckpoint) {
+  const std::vector<StTensor> ts = model(3, 9);
+  const auto a = put("a.safetensors", test::safetensors_file(ts));
+  LoadedTensors got;
+  {
+    const Checkpoint cp = Checkpoint::open(std::vector<std::string>{a});
+    LoadOptions o;
+    o.target = LoadTarget::pageable_host;
+    got = load(cp, o);
+  }  // the Checkpoint, its TensorInfo and its files are gone (ASan reports any use of them)
+  LoadedTensors moved = std::move(got);
+  ASSERT_EQ(moved.tensors().size(), ts.size());
+  for (std::size_t i = 0; i < ts.size(); ++i) {
+    const LoadedTensor& t = moved.tensors()[i];
+    EXPECT_EQ(t.info->name, ts[i].name);
+    EXPECT_EQ(t.info->dtype, DType::f16);
+    EXPECT_EQ(t.info->shape, ts[i].shape);
+    EXPECT_EQ(t.info->bytes, ts[i].data.size());
+    EXPECT_EQ(std::memcmp(t.data, ts[i].data.data(), ts[i].data.size()), 0) << ts[i].name;
+    EXPECT_EQ(moved.find(ts[i].name), &t) << "the name index survives the move";
   }
 }
 

@@ -134,10 +134,10 @@ int run_load(const LoadArgs& a) {
     nlohmann::json j = nlohmann::json::array();
     for (const TensorInfo* t : plan.tensors) {
       if (a.json) {
-        j.push_back({{"name", t->name}, {"dtype", t->dtype}, {"shape", t->shape}, {"bytes", t->bytes},
+        j.push_back({{"name", t->name}, {"dtype", dtype_text(*t, cp.layouts()[t->file_index].format)}, {"shape", t->shape}, {"bytes", t->bytes},
                      {"file", cp.layouts()[t->file_index].path}, {"offset", t->offset}});
       } else {
-        std::printf("%s\t%s\t%s\t%llu\t%s@%llu\n", t->name.c_str(), t->dtype.c_str(), shape_text(t->shape).c_str(),
+        std::printf("%s\t%s\t%s\t%llu\t%s@%llu\n", t->name.c_str(), dtype_text(*t, cp.layouts()[t->file_index].format).c_str(), shape_text(t->shape).c_str(),
                     static_cast<unsigned long long>(t->bytes), cp.layouts()[t->file_index].path.c_str(),
                     static_cast<unsigned long long>(t->offset));
       }
@@ -183,7 +183,7 @@ int run_load(const LoadArgs& a) {
   if (a.json) {
     nlohmann::json tensors = nlohmann::json::array();
     for (const LoadedTensor& t : loaded.tensors()) {
-      nlohmann::json e = {{"name", t.info->name}, {"dtype", t.info->dtype}, {"shape", t.info->shape},
+      nlohmann::json e = {{"name", t.info->name}, {"dtype", dtype_text(*t.info, cp.layouts()[t.info->file_index].format)}, {"shape", t.info->shape},
                           {"bytes", t.info->bytes}};
       if (t.info->fortran_order) e["fortran_order"] = true;
       if (a.checksum) e["xxh3"] = fmt::format("{:016x}", loaded.xxh3(t));
@@ -205,7 +205,7 @@ int run_load(const LoadArgs& a) {
     return 0;
   }
   for (const LoadedTensor& t : loaded.tensors()) {
-    std::string line = fmt::format("{}  {}  {}{}  {}", t.info->name, t.info->dtype, shape_text(t.info->shape),
+    std::string line = fmt::format("{}  {}  {}{}  {}", t.info->name, dtype_text(*t.info, cp.layouts()[t.info->file_index].format), shape_text(t.info->shape),
                                    t.info->fortran_order ? " (fortran order)" : "", t.info->bytes);
     if (a.checksum) line += fmt::format("  {:016x}", loaded.xxh3(t));
     std::printf("%s\n", line.c_str());
