@@ -23,13 +23,15 @@ printf '%s\n' '#include <cstddef>' '#include <cstdint>' \
   'extern "C" int LLVMFuzzerTestOneInput(const uint8_t*, size_t) { return 0; }' >"$probe.cpp"
 "$cxx" -fsanitize=fuzzer -o "$probe" "$probe.cpp" 2>"$probe.log" ||
   skip "$cxx cannot link libFuzzer: $(grep -m1 -i error "$probe.log" || head -1 "$probe.log")"
-srcs=(src/core/error.cpp src/formats/layout.cpp src/formats/npy.cpp src/formats/py_literal.cpp
-      src/formats/safetensors.cpp)
+# Error's errno comes from the error mapper (which names cuFile's codes: -Icapi for cufile.h);
+# TensorInfo's dtype from dtype.cpp.
+srcs=(src/core/error.cpp src/core/error_map.cpp src/formats/dtype.cpp src/formats/layout.cpp
+      src/formats/npy.cpp src/formats/py_literal.cpp src/formats/safetensors.cpp)
 flags=(-std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
-       -Iinclude -Isrc)
+       -Iinclude -Isrc -Icapi)
 for target in safetensors npy; do
   bin="$out/fuzz_$target"
-  if [ ! -x "$bin" ] || [ -n "$(find "${srcs[@]}" "tests/fuzz/fuzz_$target.cpp" include/sluice/formats.hpp -newer "$bin")" ]; then
+  if [ ! -x "$bin" ] || [ -n "$(find "${srcs[@]}" "tests/fuzz/fuzz_$target.cpp" include/sluice/formats.hpp include/sluice/dtype.hpp -newer "$bin")" ]; then
     echo "fuzz: building $bin"
     "$cxx" "${flags[@]}" -o "$bin" "tests/fuzz/fuzz_$target.cpp" "${srcs[@]}" -lfmt
   fi
