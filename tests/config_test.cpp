@@ -59,14 +59,16 @@ class ConfigTest : public ::testing::Test {
 
 TEST_F(ConfigTest, Defaults) {
   const Config c;
-  EXPECT_EQ(c.engine, "auto");
+  EXPECT_EQ(c.engine, EngineSetting::automatic);
   EXPECT_EQ(c.threads, 0U);
   EXPECT_EQ(c.queue_depth, 16U);
   EXPECT_EQ(c.io_size, MiB);
   EXPECT_EQ(c.staging_buffers, 64U);
   EXPECT_TRUE(c.direct_io);
-  EXPECT_EQ(c.log_level, "warn");
-  EXPECT_EQ(c.cache_policy, "auto");
+  EXPECT_EQ(c.log_level, LogLevel::warn);
+  EXPECT_EQ(c.cache_policy, CachePolicy::automatic);
+  EXPECT_EQ(c.device, DeviceSetting{});
+  EXPECT_EQ(c.path, PathSetting::automatic);
   for (const auto& e : c.entries()) EXPECT_EQ(e.source, ConfigSource::default_value) << e.name;
   EXPECT_EQ(c.effective_threads(), std::clamp(std::thread::hardware_concurrency(), 1U, 4U));
 }
@@ -88,10 +90,10 @@ TEST_F(ConfigTest, FileLayer) {
   EXPECT_EQ(c.queue_depth, 8U);
   EXPECT_EQ(c.io_size, 64 * KiB);
   EXPECT_FALSE(c.direct_io);
-  EXPECT_EQ(c.engine, "psync");
+  EXPECT_EQ(c.engine, EngineSetting::psync);
   EXPECT_EQ(c.threads, 3U);
   EXPECT_EQ(c.staging_buffers, 16U);
-  EXPECT_EQ(c.log_level, "debug");
+  EXPECT_EQ(c.log_level, LogLevel::debug);
   for (const char* name : foundation_settings) EXPECT_EQ(c.source(name), ConfigSource::file) << name;
 }
 
@@ -105,9 +107,9 @@ TEST_F(ConfigTest, EnvironmentOverridesFileAndApiOverridesEnvironment) {
   EXPECT_EQ(c.source("queue_depth"), ConfigSource::env);
   EXPECT_EQ(c.io_size, 64 * KiB);
   EXPECT_EQ(c.source("io_size"), ConfigSource::file);
-  EXPECT_EQ(c.engine, "psync");
+  EXPECT_EQ(c.engine, EngineSetting::psync);
   EXPECT_EQ(c.source("engine"), ConfigSource::file);
-  EXPECT_EQ(c.log_level, "info");
+  EXPECT_EQ(c.log_level, LogLevel::info);
   EXPECT_EQ(c.source("log_level"), ConfigSource::env);
   EXPECT_EQ(c.source("threads"), ConfigSource::default_value);
 
@@ -125,13 +127,13 @@ TEST_F(ConfigTest, EveryEnvironmentVariable) {
   ScopedEnv f("SLUICE_DIRECT_IO", "off");
   ScopedEnv g("SLUICE_LOG", "error");
   const Config cfg = Config::load();
-  EXPECT_EQ(cfg.engine, "psync");
+  EXPECT_EQ(cfg.engine, EngineSetting::psync);
   EXPECT_EQ(cfg.threads, 2U);
   EXPECT_EQ(cfg.queue_depth, 3U);
   EXPECT_EQ(cfg.io_size, 128 * KiB);
   EXPECT_EQ(cfg.staging_buffers, 5U);
   EXPECT_FALSE(cfg.direct_io);
-  EXPECT_EQ(cfg.log_level, "error");
+  EXPECT_EQ(cfg.log_level, LogLevel::error);
   for (const char* name : foundation_settings) EXPECT_EQ(cfg.source(name), ConfigSource::env) << name;
 }
 
@@ -172,17 +174,17 @@ TEST_F(ConfigTest, CachePolicyInEveryLayer) {
   {
     ScopedEnv file("SLUICE_CONFIG", write_json(R"({"cache_policy": "use"})"));
     const Config c = Config::load();
-    EXPECT_EQ(c.cache_policy, "use");
+    EXPECT_EQ(c.cache_policy, CachePolicy::use);
     EXPECT_EQ(c.source("cache_policy"), ConfigSource::file);
     ScopedEnv env("SLUICE_CACHE_POLICY", "bypass");
     const Config e = Config::load();
-    EXPECT_EQ(e.cache_policy, "bypass");
+    EXPECT_EQ(e.cache_policy, CachePolicy::bypass);
     EXPECT_EQ(e.source("cache_policy"), ConfigSource::env);
   }
   Config c;
   for (const char* v : {"bypass", "use", "auto"}) {
     c.set("cache_policy", v);
-    EXPECT_EQ(c.cache_policy, v);
+    EXPECT_EQ(to_string(c.cache_policy), v);
   }
   const auto entries = c.entries();
   const auto it = std::find_if(entries.begin(), entries.end(), [](const auto& e) { return e.name == "cache_policy"; });
@@ -190,8 +192,8 @@ TEST_F(ConfigTest, CachePolicyInEveryLayer) {
   EXPECT_EQ(it->env, "SLUICE_CACHE_POLICY");
   EXPECT_EQ(it->value, "auto");
   const std::string w = error_of([&] { c.set("cache_policy", "always"); });
-  EXPECT_NE(w.find("auto | bypass | use"), std::string::npos) << w;
-  EXPECT_EQ(c.cache_policy, "auto");
+  EXPECT_NE(w.find("cache_policy=always: cache_policy must be one of auto, bypass, use"), std::string::npos) << w;
+  EXPECT_EQ(c.cache_policy, CachePolicy::automatic);
 }
 
 TEST_F(ConfigTest, SourceNames) {
@@ -247,28 +249,36 @@ TEST_F(ConfigTest, BadValuesAreClearErrorsAndChangeNothing) {
       {"io_size", "1000", "multiple of 4K"},  {"io_size", "2K", "4K to 64M"},
       {"io_size", "128M", "4K to 64M"},       {"io_size", "1Q", "4K to 64M"},
       {"io_size", "0", "4K to 64M"},          {"direct_io", "maybe", "true or false"},
-      {"engine", "spdk", "auto | uring | psync"},
-      {"log_level", "verbose", "error | warn | info | debug"},
+      {"engine", "spdk", "one of auto, uring, psync"},
+      {"log_level", "verbose", "one of error, warn, info, debug"},
+      {"cache_policy", "always", "one of auto, bypass, use"},
+      {"path", "sideways", "one of auto, direct, bounce, posix, host"},
+      {"path", "AUTO", "one of auto, direct, bounce, posix, host"},
+      {"device", "tpu", "one of auto, sim, cuda, cuda:N"},
+      {"device", "cuda:", "one of auto, sim, cuda, cuda:N"},
+      {"device", "cuda:1024", "one of auto, sim, cuda, cuda:N"},
+      {"device", "sim:0", "one of auto, sim, cuda, cuda:N"},
   };
   for (const auto& b : cases) {
     Config c;
     const Config before;
     const std::string w = error_of([&] { c.set(b.name, b.value); });
-    EXPECT_NE(w.find(std::string("setting '") + b.name + "'"), std::string::npos) << w;
-    EXPECT_NE(w.find(std::string("bad value '") + b.value + "'"), std::string::npos) << w;
+    // "config: queue_depth=0: queue_depth must be an integer in [1, 4096]"
+    EXPECT_NE(w.find(std::string("config: ") + b.name + "=" + b.value + ": " + b.name + " must be "), std::string::npos) << w;
     EXPECT_NE(w.find(b.expected), std::string::npos) << w;
     EXPECT_EQ(c.source(b.name), ConfigSource::default_value) << b.name;
     EXPECT_EQ(c.queue_depth, before.queue_depth);
     EXPECT_EQ(c.io_size, before.io_size);
     EXPECT_EQ(c.engine, before.engine);
+    EXPECT_EQ(c.path, before.path);
+    EXPECT_EQ(c.device, before.device);
   }
 }
 
 TEST_F(ConfigTest, BadEnvironmentValueNamesTheVariable) {
   ScopedEnv qd("SLUICE_QUEUE_DEPTH", "zero");
   const std::string w = error_of([] { (void)Config::load(); });
-  EXPECT_NE(w.find("SLUICE_QUEUE_DEPTH"), std::string::npos) << w;
-  EXPECT_NE(w.find("bad value 'zero'"), std::string::npos) << w;
+  EXPECT_NE(w.find("config: SLUICE_QUEUE_DEPTH=zero: queue_depth must be an integer in [1, 4096]"), std::string::npos) << w;
 }
 
 TEST_F(ConfigTest, BadFileContentsNameTheFile) {
@@ -278,11 +288,16 @@ TEST_F(ConfigTest, BadFileContentsNameTheFile) {
   };
   const Bad cases[] = {
       {R"({"bogus": 1})", "unknown setting 'bogus'"},
-      {R"({"queue_depth": 0})", "bad value '0'"},
-      {R"({"queue_depth": 1.5})", "setting 'queue_depth'"},
-      {R"({"queue_depth": null})", "setting 'queue_depth'"},
-      {R"({"queue_depth": [4]})", "setting 'queue_depth'"},
-      {R"({"direct_io": "sometimes"})", "bad value 'sometimes'"},
+      {R"({"queue_depth": 0})", "queue_depth=0: queue_depth must be"},
+      {R"({"queue_depth": 1.5})", "queue_depth=1.5: queue_depth must be"},
+      {R"({"queue_depth": null})", "queue_depth=null: queue_depth must be"},
+      {R"({"queue_depth": [4]})", "queue_depth=[4]: queue_depth must be"},
+      {R"({"direct_io": "sometimes"})", "direct_io=sometimes: direct_io must be true or false"},
+      {R"({"engine": "spdk"})", "engine=spdk: engine must be one of auto, uring, psync"},
+      {R"({"path": 3})", "path=3: path must be one of"},
+      {R"({"device": "gpu"})", "device=gpu: device must be one of"},
+      {R"({"cache_policy": true})", "cache_policy=true: cache_policy must be one of"},
+      {R"({"log_level": "loud"})", "log_level=loud: log_level must be one of"},
       {R"([1, 2])", "expected a JSON object"},
       {R"({"queue_depth": 4)", "not valid JSON"},
       {"", "not valid JSON"},
