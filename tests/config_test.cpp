@@ -325,6 +325,118 @@ TEST_F(ConfigTest, MissingFileIsAnOsErrorNamingIt) {
   }
 }
 
+// Every spelling of every typed setting parses to its enum, prints back the same (the text
+// reports and `sluice check` show), and goes through Config::set.
+TEST_F(ConfigTest, TypedSettingsRoundTrip) {
+  auto entry_value = [](const Config& c, std::string_view name) {
+    for (const auto& e : c.entries()) {
+      if (e.name == name) return e.value;
+    }
+    return std::string("missing");
+  };
+  Config c;
+  for (auto v : {EngineSetting::automatic, EngineSetting::uring, EngineSetting::psync}) {
+    EXPECT_EQ(parse_engine_setting(to_string(v)), v);
+    c.set("engine", to_string(v));
+    EXPECT_EQ(c.engine, v);
+    EXPECT_EQ(entry_value(c, "engine"), to_string(v));
+  }
+  for (auto v : {PathSetting::automatic, PathSetting::host, PathSetting::bounce, PathSetting::posix, PathSetting::direct}) {
+    EXPECT_EQ(parse_path_setting(to_string(v)), v);
+    c.set("path", to_string(v));
+    EXPECT_EQ(c.path, v);
+    EXPECT_EQ(entry_value(c, "path"), to_string(v));
+    // Every path but auto names the same Path the transfer API uses.
+    EXPECT_EQ(forced_path(v).has_value(), v != PathSetting::automatic);
+    if (auto p = forced_path(v)) {
+      EXPECT_EQ(to_string(*p), to_string(v));
+    }
+  }
+  for (auto v : {CachePolicy::automatic, CachePolicy::bypass, CachePolicy::use}) {
+    EXPECT_EQ(parse_cache_policy(to_string(v)), v);
+    c.set("cache_policy", to_string(v));
+    EXPECT_EQ(c.cache_policy, v);
+    EXPECT_EQ(entry_value(c, "cache_policy"), to_string(v));
+  }
+  for (auto v : {LogLevel::error, LogLevel::warn, LogLevel::info, LogLevel::debug}) {
+    EXPECT_EQ(parse_log_level(to_string(v)), v);
+    c.set("log_level", to_string(v));
+    EXPECT_EQ(c.log_level, v);
+    EXPECT_EQ(entry_value(c, "log_level"), to_string(v));
+  }
+  EXPECT_LT(LogLevel::error, LogLevel::warn);  // log filters compare levels
+  EXPECT_LT(LogLevel::info, LogLevel::debug);
+  const std::pair<const char*, DeviceSetting> devices[] = {
+      {"auto", {DeviceChoice::automatic, std::nullopt}}, {"sim", {DeviceChoice::sim, std::nullopt}},
+      {"cuda", {DeviceChoice::cuda, std::nullopt}},      {"cuda:0", {DeviceChoice::cuda, 0U}},
+      {"cuda:7", {DeviceChoice::cuda, 7U}},              {"cuda:1023", {DeviceChoice::cuda, 1023U}}};
+  for (const auto& [text, want] : devices) {
+    EXPECT_EQ(parse_device_setting(text), want) << text;
+    EXPECT_EQ(to_string(want), text);
+    c.set("device", text);
+    EXPECT_EQ(c.device, want) << text;
+    EXPECT_EQ(entry_value(c, "device"), text);
+  }
+  for (const char* bad : {"", "Auto", "cuda:", "cuda:x", "cuda:-1", "cuda:1024", "sim:0", "cuda: 1"}) {
+    EXPECT_EQ(parse_device_setting(bad), std::nullopt) << bad;
+  }
+  EXPECT_EQ(parse_engine_setting("URING"), std::nullopt);
+  EXPECT_EQ(parse_path_setting(""), std::nullopt);
+}
+
+// A bad value of a typed setting in the environment is a usage error (EINVAL) naming the
+// variable, the value and what the setting accepts.
+TEST_F(ConfigTest, BadTypedValueInEachEnvironmentVariable) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"SLUICE_ENGINE", "config: SLUICE_ENGINE=foo: engine must be one of auto, uring, psync"},
+      {"SLUICE_PATH", "config: SLUICE_PATH=foo: path must be one of auto, direct, bounce, posix, host"},
+      {"SLUICE_DEVICE", "config: SLUICE_DEVICE=foo: device must be one of auto, sim, cuda, cuda:N"},
+      {"SLUICE_CACHE_POLICY", "config: SLUICE_CACHE_POLICY=foo: cache_policy must be one of auto, bypass, use"},
+      {"SLUICE_LOG", "config: SLUICE_LOG=foo: log_level must be one of error, warn, info, debug"},
+  };
+  for (const auto& [var, says] : cases) {
+    ScopedEnv env(var, "foo");
+    try {
+      (void)Config::load();
+      ADD_FAILURE() << var << ": no Error";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.domain(), ErrorDomain::usage) << e.what();
+      EXPECT_EQ(e.errno_value(), EINVAL) << e.what();
+      EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
+    }
+  }
+}
+
+// The file layer's error names the file as well as the setting.
+TEST_F(ConfigTest, BadTypedValueInTheFileNamesTheFile) {
+  const std::string path = write_json(R"({"device": "cuda:x"})");
+  ScopedEnv env("SLUICE_CONFIG", path);
+  const std::string w = error_of([] { (void)Config::load(); });
+  EXPECT_NE(w.find("config file '" + path + "': device=cuda:x: device must be one of"), std::string::npos) << w;
+}
+
+TEST_F(ConfigTest, TypedSettersRecordTheSource) {
+  Config c;
+  c.set_engine(EngineSetting::psync);
+  c.set_path(PathSetting::bounce, ConfigSource::env);
+  c.set_device({DeviceChoice::cuda, 2U});
+  c.set_cache_policy(CachePolicy::use, ConfigSource::file);
+  c.set_log_level(LogLevel::debug);
+  EXPECT_EQ(c.engine, EngineSetting::psync);
+  EXPECT_EQ(c.source("engine"), ConfigSource::api);
+  EXPECT_EQ(c.path, PathSetting::bounce);
+  EXPECT_EQ(c.source("path"), ConfigSource::env);
+  EXPECT_EQ(to_string(c.device), "cuda:2");
+  EXPECT_EQ(c.source("device"), ConfigSource::api);
+  EXPECT_EQ(c.cache_policy, CachePolicy::use);
+  EXPECT_EQ(c.source("cache_policy"), ConfigSource::file);
+  EXPECT_EQ(c.log_level, LogLevel::debug);
+  // An ordinal belongs to cuda only; refused, the setting stays as it was.
+  const std::string w = error_of([&] { c.set_device({DeviceChoice::sim, 1U}); });
+  EXPECT_NE(w.find("device must be one of"), std::string::npos) << w;
+  EXPECT_EQ(to_string(c.device), "cuda:2");
+}
+
 TEST_F(ConfigTest, ProcessWideConfiguration) {
   Config c;
   c.set("queue_depth", "7");
