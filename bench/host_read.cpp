@@ -194,7 +194,7 @@ int main(int argc, char** argv) {
   try {
     const auto cfg = sluice::config();
     if (args.print_config) {
-      const nlohmann::json j = {{"engine", cfg->engine},
+      const nlohmann::json j = {{"engine", std::string(to_string(cfg->engine))},
                                 {"threads", cfg->effective_threads()},
                                 {"queue_depth", cfg->queue_depth},
                                 {"io_size", cfg->io_size},
@@ -240,7 +240,7 @@ int main(int argc, char** argv) {
           "segments per io_size\n",
           args.file.c_str(), static_cast<double>(size) / gib, file.fs_type().c_str(),
           file.has_direct() ? "O_DIRECT available" : file.direct_reason().c_str(),
-          cfg->engine.c_str(), cfg->effective_threads(), cfg->queue_depth,
+          std::string(to_string(cfg->engine)).c_str(), cfg->effective_threads(), cfg->queue_depth,
           static_cast<unsigned long long>(cfg->io_size), cfg->direct_io ? "on" : "off",
           args.hugepages ? "madvise(MADV_HUGEPAGE)" : "4 KiB pages",
           static_cast<double>(huge) / gib, seg_text.c_str());
@@ -279,7 +279,7 @@ int main(int argc, char** argv) {
             {"ios", r.ios},
             {"path", path},
             {"reason", r.reason},
-            {"engine", cfg->engine},
+            {"engine", std::string(to_string(cfg->engine))},
             {"threads", cfg->effective_threads()},
             {"queue_depth", cfg->queue_depth},
             {"io_size", cfg->io_size},

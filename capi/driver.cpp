@@ -86,6 +86,15 @@ CUfileOpError set_sluice(std::initializer_list<std::pair<std::string_view, std::
   return CU_FILE_SUCCESS;
 }
 
+// Sets typed settings (recorded as the API's), for parameters that map onto an enum.
+template <typename Fn>
+CUfileOpError set_typed(Fn fn) {
+  Config c = *config();
+  fn(c);
+  set_config(std::move(c));
+  return CU_FILE_SUCCESS;
+}
+
 CUfileOpError set_size_locked(CUFileSizeTConfigParameter_t p, std::size_t v, Params& params) {
   const Config cfg = *config();
   const Range r = size_range(p, cfg);
@@ -116,11 +125,11 @@ CUfileOpError set_size_locked(CUFileSizeTConfigParameter_t p, std::size_t v, Par
 bool bool_value(CUFileBoolConfigParameter_t p, const Config& cfg, const Params& params) {
   switch (p) {
     case CUFILE_PARAM_PROPERTIES_ALLOW_COMPAT_MODE:
-      return cfg.path != "direct";
+      return cfg.path != PathSetting::direct;
     case CUFILE_PARAM_FORCE_COMPAT_MODE:
-      return cfg.path == "bounce";
+      return cfg.path == PathSetting::bounce;
     case CUFILE_PARAM_PREFER_IO_URING:
-      return cfg.engine == "uring";
+      return cfg.engine == EngineSetting::uring;
     default:
       return params.bool_values[static_cast<std::size_t>(p)];
   }
@@ -132,14 +141,17 @@ CUfileOpError set_bool_locked(CUFileBoolConfigParameter_t p, bool v, Params& par
     // Compat mode is Sluice's bounce path: forced, it serves all device memory; disallowed,
     // the direct path is strict and a request it cannot serve fails.
     case CUFILE_PARAM_PROPERTIES_ALLOW_COMPAT_MODE:
-      if (!v) return set_sluice({{"path", "direct"}});
-      return cfg.path == "direct" ? set_sluice({{"path", "auto"}}) : CU_FILE_SUCCESS;
+      if (!v) return set_typed([](Config& c) { c.set_path(PathSetting::direct); });
+      return cfg.path == PathSetting::direct ? set_typed([](Config& c) { c.set_path(PathSetting::automatic); })
+                                             : CU_FILE_SUCCESS;
     case CUFILE_PARAM_FORCE_COMPAT_MODE:
-      if (v) return set_sluice({{"path", "bounce"}});
-      return cfg.path == "bounce" ? set_sluice({{"path", "auto"}}) : CU_FILE_SUCCESS;
+      if (v) return set_typed([](Config& c) { c.set_path(PathSetting::bounce); });
+      return cfg.path == PathSetting::bounce ? set_typed([](Config& c) { c.set_path(PathSetting::automatic); })
+                                             : CU_FILE_SUCCESS;
     case CUFILE_PARAM_PREFER_IO_URING:
-      if (v) return set_sluice({{"engine", "uring"}});
-      return cfg.engine == "uring" ? set_sluice({{"engine", "auto"}}) : CU_FILE_SUCCESS;
+      if (v) return set_typed([](Config& c) { c.set_engine(EngineSetting::uring); });
+      return cfg.engine == EngineSetting::uring ? set_typed([](Config& c) { c.set_engine(EngineSetting::automatic); })
+                                                : CU_FILE_SUCCESS;
     default:
       params.bool_values[static_cast<std::size_t>(p)] = v;
       return CU_FILE_SUCCESS;
@@ -154,7 +166,7 @@ std::string lower(std::string_view s) {
 
 std::string string_value(CUFileStringConfigParameter_t p, const Config& cfg, const Params& params) {
   if (p == CUFILE_PARAM_LOGGING_LEVEL) {
-    std::string s = cfg.log_level;
+    std::string s(to_string(cfg.log_level));
     for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
     return s;
   }
@@ -163,15 +175,13 @@ std::string string_value(CUFileStringConfigParameter_t p, const Config& cfg, con
 
 CUfileOpError set_string_locked(CUFileStringConfigParameter_t p, const char* v, Params& params) {
   if (p == CUFILE_PARAM_LOGGING_LEVEL) {
-    // cuFile's levels onto Sluice's: NOTICE and ERROR -> error, TRACE -> debug.
+    // cuFile's levels onto Sluice's: NOTICE -> error, TRACE -> debug, the rest by name.
     const std::string l = lower(v);
-    const char* level = l == "notice" || l == "error"  ? "error"
-                        : l == "warn"                  ? "warn"
-                        : l == "info"                  ? "info"
-                        : l == "debug" || l == "trace" ? "debug"
-                                                       : nullptr;
-    if (level == nullptr) return CU_FILE_INVALID_VALUE;
-    return set_sluice({{"log_level", level}});
+    const std::optional<LogLevel> level = l == "notice" ? LogLevel::error
+                                          : l == "trace" ? LogLevel::debug
+                                                         : parse_log_level(l);
+    if (!level) return CU_FILE_INVALID_VALUE;
+    return set_typed([level](Config& c) { c.set_log_level(*level); });
   }
   params.strings[static_cast<std::size_t>(p)] = v;
   return CU_FILE_SUCCESS;
@@ -262,7 +272,7 @@ CUFILE_API CUfileError_t cuFileDriverGetProperties(CUfileDrvProps_t* props) {
     out.nvfs.max_direct_io_size = cfg->io_size / 1024;
     if (p.bool_values[CUFILE_PARAM_PROPERTIES_USE_POLL_MODE])
       out.nvfs.dcontrolflags |= 1U << CU_FILE_USE_POLL_MODE;
-    if (cfg->path != "direct") out.nvfs.dcontrolflags |= 1U << CU_FILE_ALLOW_COMPAT_MODE;
+    if (cfg->path != sluice::PathSetting::direct) out.nvfs.dcontrolflags |= 1U << CU_FILE_ALLOW_COMPAT_MODE;
     out.fflags = (1U << CU_FILE_BATCH_IO_SUPPORTED) | (1U << CU_FILE_STREAMS_SUPPORTED) |
                  (1U << CU_FILE_PARALLEL_IO_SUPPORTED);
     const auto kb = [](std::uint64_t v) {

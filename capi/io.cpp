@@ -105,11 +105,11 @@ IoOutcome run(const IoRequest& r, std::string_view api) {
   std::string note;
   const MemoryKind kind = dev->pointer_kind(buf);
   if (kind == MemoryKind::device) {
-    const std::string want = config()->path;
-    if (want == "auto" || want == "direct") {
+    const PathSetting want = config()->path;
+    if (want == PathSetting::automatic || want == PathSetting::direct) {
       const LoaderTarget& t = loader_target();
       if (t.is_self) {
-        if (want == "direct") {
+        if (want == PathSetting::direct) {
           log(LogLevel::info, "{}: path direct requested but {}", api, t.reason);
           return cufile_error(CU_FILE_IO_NOT_SUPPORTED);
         }

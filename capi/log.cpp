@@ -7,35 +7,11 @@
 #include "sluice/config.hpp"
 
 namespace sluice::capi {
-namespace {
-
-LogLevel parse(std::string_view s) noexcept {
-  if (s == "error") return LogLevel::error;
-  if (s == "info") return LogLevel::info;
-  if (s == "debug") return LogLevel::debug;
-  return LogLevel::warn;
-}
-
-constexpr std::string_view name(LogLevel l) noexcept {
-  switch (l) {
-    case LogLevel::error:
-      return "error";
-    case LogLevel::warn:
-      return "warn";
-    case LogLevel::info:
-      return "info";
-    case LogLevel::debug:
-      return "debug";
-  }
-  return "?";
-}
-
-}  // namespace
 
 bool log_enabled(LogLevel level) noexcept {
   try {
     // Read each time: cuFileSetParameterString(CUFILE_PARAM_LOGGING_LEVEL) changes it.
-    return level <= parse(config()->log_level);
+    return level <= config()->log_level;
   } catch (...) {  // a bad SLUICE_* value: the driver open reports it; log errors meanwhile
     return level == LogLevel::error;
   }
@@ -44,7 +20,7 @@ bool log_enabled(LogLevel level) noexcept {
 void log_line(LogLevel level, std::string_view text) noexcept {
   try {
     std::string line = "sluice_cufile: ";
-    line += name(level);
+    line += to_string(level);
     line += ": ";
     line += text;
     line += '\n';

@@ -9,9 +9,11 @@
 
 #include <fmt/format.h>
 
+#include "sluice/config.hpp"
+
 namespace sluice::capi {
 
-enum class LogLevel { error = 0, warn = 1, info = 2, debug = 3 };
+using sluice::LogLevel;  // the configuration's log_level (error < warn < info < debug)
 
 [[nodiscard]] bool log_enabled(LogLevel level) noexcept;
 void log_line(LogLevel level, std::string_view text) noexcept;

@@ -81,8 +81,9 @@ CUfileError_t State::open() {
   }
   std::string spec;
   try {
-    spec = config()->device;
-    if (!device_) device_ = open_device(spec);
+    const DeviceSetting setting = config()->device;
+    spec = to_string(setting);
+    if (!device_) device_ = open_device(setting);
   } catch (const Error& e) {
     CUfileError_t st = status(e);
     // A bad device setting (SLUICE_DEVICE, the config file) is a usage error: for the driver,
@@ -299,10 +300,10 @@ CUfileError_t State::register_stream(CUstream stream, unsigned flags) {
   if (const CUfileError_t st = ensure_open(); st.err != CU_FILE_SUCCESS) return st;
   const std::shared_ptr<Device> dev = device();
   if (!dev) return status(CU_FILE_DRIVER_CLOSING);
-  if (stream != nullptr && dev->info().kind != "cuda") {
+  if (stream != nullptr && dev->info().kind != DeviceKind::cuda) {
     log(LogLevel::info,
         "cuFileStreamRegister: stream {} cannot belong to the {} device (only the NULL stream)",
-        static_cast<void*>(stream), dev->info().kind);
+        static_cast<void*>(stream), to_string(dev->info().kind));
     return status(CU_FILE_INVALID_VALUE);
   }
   {

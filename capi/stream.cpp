@@ -56,9 +56,9 @@ CUfileError_t submit(const AsyncArgs& a, CUstream stream, const char* api) {
       execute(a, api);
       return kSuccess;
     }
-    if (dev->info().kind != "cuda") {
+    if (dev->info().kind != sluice::DeviceKind::cuda) {
       log(LogLevel::info, "{}: stream {} cannot belong to the {} device (only the NULL stream)",
-          api, static_cast<void*>(stream), dev->info().kind);
+          api, static_cast<void*>(stream), to_string(dev->info().kind));
       return status(CU_FILE_INVALID_VALUE);
     }
     // The future is not needed: the work reports through *bytes_p, and never throws.

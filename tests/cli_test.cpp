@@ -3,6 +3,8 @@
 // 2 (bad arguments) with a message.
 #include <gtest/gtest.h>
 
+#include <fstream>
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -154,6 +156,38 @@ TEST_F(Cli, ExitCodesFollowTheErrorModel) {
     SCOPED_TRACE(c.env + " sluice " + c.args);
     const CliRun r = test::run_captured(SLUICE_CLI_PATH, c.args, scratch_->path(), "env " + c.env);
     EXPECT_EQ(r.rc, c.rc) << r.out << r.err;
+    EXPECT_NE(r.err.find(c.says), std::string::npos) << r.err;
+  }
+}
+
+// Each typed setting, refused at each edge the CLI has (environment, the SLUICE_CONFIG file,
+// the flag): exit 2 and a message naming the setting, where it came from and what it accepts.
+TEST_F(Cli, BadSettingsExitTwoNamingTheSettingAndItsSource) {
+  const std::string file = shell_quote(scratch_->file("data.bin"));
+  test::write_file(scratch_->file("data.bin"), test::random_bytes(1 << 12, 6));
+  const std::string json = scratch_->file("bad.json");
+  std::ofstream(json) << R"({"engine": "spdk"})";
+  const std::string out = shell_quote(scratch_->file("o"));
+  const std::string read = fmt::format("read {} --out {}", file, out);
+  struct Case {
+    std::string env;
+    std::string args;
+    std::string says;
+  };
+  const Case cases[] = {
+      {"SLUICE_ENGINE=foo", read, "SLUICE_ENGINE=foo: engine must be one of auto, uring, psync"},
+      {"SLUICE_PATH=foo", read + " --device sim", "SLUICE_PATH=foo: path must be one of"},
+      {"SLUICE_DEVICE=foo", read + " --path bounce", "SLUICE_DEVICE=foo: device must be one of"},
+      {"SLUICE_CACHE_POLICY=foo", read, "SLUICE_CACHE_POLICY=foo: cache_policy must be one of auto, bypass, use"},
+      {"SLUICE_LOG=foo", read, "SLUICE_LOG=foo: log_level must be one of"},
+      {"SLUICE_CONFIG=" + shell_quote(json), read, json + "': engine=spdk: engine must be one of"},
+      {"", read + " --path foo", "--path: path=foo: path must be one of auto, direct, bounce, posix, host"},
+      {"", read + " --cache-policy foo", "--cache-policy: cache_policy=foo: cache_policy must be one of"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.env + " sluice " + c.args);
+    const CliRun r = test::run_captured(SLUICE_CLI_PATH, c.args, scratch_->path(), "env " + c.env);
+    EXPECT_EQ(r.rc, 2) << r.out << r.err;
     EXPECT_NE(r.err.find(c.says), std::string::npos) << r.err;
   }
 }

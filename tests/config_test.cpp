@@ -59,14 +59,16 @@ class ConfigTest : public ::testing::Test {
 
 TEST_F(ConfigTest, Defaults) {
   const Config c;
-  EXPECT_EQ(c.engine, "auto");
+  EXPECT_EQ(c.engine, EngineSetting::automatic);
   EXPECT_EQ(c.threads, 0U);
   EXPECT_EQ(c.queue_depth, 16U);
   EXPECT_EQ(c.io_size, MiB);
   EXPECT_EQ(c.staging_buffers, 64U);
   EXPECT_TRUE(c.direct_io);
-  EXPECT_EQ(c.log_level, "warn");
-  EXPECT_EQ(c.cache_policy, "auto");
+  EXPECT_EQ(c.log_level, LogLevel::warn);
+  EXPECT_EQ(c.cache_policy, CachePolicy::automatic);
+  EXPECT_EQ(c.device, DeviceSetting{});
+  EXPECT_EQ(c.path, PathSetting::automatic);
   for (const auto& e : c.entries()) EXPECT_EQ(e.source, ConfigSource::default_value) << e.name;
   EXPECT_EQ(c.effective_threads(), std::clamp(std::thread::hardware_concurrency(), 1U, 4U));
 }
@@ -88,10 +90,10 @@ TEST_F(ConfigTest, FileLayer) {
   EXPECT_EQ(c.queue_depth, 8U);
   EXPECT_EQ(c.io_size, 64 * KiB);
   EXPECT_FALSE(c.direct_io);
-  EXPECT_EQ(c.engine, "psync");
+  EXPECT_EQ(c.engine, EngineSetting::psync);
   EXPECT_EQ(c.threads, 3U);
   EXPECT_EQ(c.staging_buffers, 16U);
-  EXPECT_EQ(c.log_level, "debug");
+  EXPECT_EQ(c.log_level, LogLevel::debug);
   for (const char* name : foundation_settings) EXPECT_EQ(c.source(name), ConfigSource::file) << name;
 }
 
@@ -105,9 +107,9 @@ TEST_F(ConfigTest, EnvironmentOverridesFileAndApiOverridesEnvironment) {
   EXPECT_EQ(c.source("queue_depth"), ConfigSource::env);
   EXPECT_EQ(c.io_size, 64 * KiB);
   EXPECT_EQ(c.source("io_size"), ConfigSource::file);
-  EXPECT_EQ(c.engine, "psync");
+  EXPECT_EQ(c.engine, EngineSetting::psync);
   EXPECT_EQ(c.source("engine"), ConfigSource::file);
-  EXPECT_EQ(c.log_level, "info");
+  EXPECT_EQ(c.log_level, LogLevel::info);
   EXPECT_EQ(c.source("log_level"), ConfigSource::env);
   EXPECT_EQ(c.source("threads"), ConfigSource::default_value);
 
@@ -125,13 +127,13 @@ TEST_F(ConfigTest, EveryEnvironmentVariable) {
   ScopedEnv f("SLUICE_DIRECT_IO", "off");
   ScopedEnv g("SLUICE_LOG", "error");
   const Config cfg = Config::load();
-  EXPECT_EQ(cfg.engine, "psync");
+  EXPECT_EQ(cfg.engine, EngineSetting::psync);
   EXPECT_EQ(cfg.threads, 2U);
   EXPECT_EQ(cfg.queue_depth, 3U);
   EXPECT_EQ(cfg.io_size, 128 * KiB);
   EXPECT_EQ(cfg.staging_buffers, 5U);
   EXPECT_FALSE(cfg.direct_io);
-  EXPECT_EQ(cfg.log_level, "error");
+  EXPECT_EQ(cfg.log_level, LogLevel::error);
   for (const char* name : foundation_settings) EXPECT_EQ(cfg.source(name), ConfigSource::env) << name;
 }
 
@@ -172,17 +174,17 @@ TEST_F(ConfigTest, CachePolicyInEveryLayer) {
   {
     ScopedEnv file("SLUICE_CONFIG", write_json(R"({"cache_policy": "use"})"));
     const Config c = Config::load();
-    EXPECT_EQ(c.cache_policy, "use");
+    EXPECT_EQ(c.cache_policy, CachePolicy::use);
     EXPECT_EQ(c.source("cache_policy"), ConfigSource::file);
     ScopedEnv env("SLUICE_CACHE_POLICY", "bypass");
     const Config e = Config::load();
-    EXPECT_EQ(e.cache_policy, "bypass");
+    EXPECT_EQ(e.cache_policy, CachePolicy::bypass);
     EXPECT_EQ(e.source("cache_policy"), ConfigSource::env);
   }
   Config c;
   for (const char* v : {"bypass", "use", "auto"}) {
     c.set("cache_policy", v);
-    EXPECT_EQ(c.cache_policy, v);
+    EXPECT_EQ(to_string(c.cache_policy), v);
   }
   const auto entries = c.entries();
   const auto it = std::find_if(entries.begin(), entries.end(), [](const auto& e) { return e.name == "cache_policy"; });
@@ -190,8 +192,8 @@ TEST_F(ConfigTest, CachePolicyInEveryLayer) {
   EXPECT_EQ(it->env, "SLUICE_CACHE_POLICY");
   EXPECT_EQ(it->value, "auto");
   const std::string w = error_of([&] { c.set("cache_policy", "always"); });
-  EXPECT_NE(w.find("auto | bypass | use"), std::string::npos) << w;
-  EXPECT_EQ(c.cache_policy, "auto");
+  EXPECT_NE(w.find("cache_policy=always: cache_policy must be one of auto, bypass, use"), std::string::npos) << w;
+  EXPECT_EQ(c.cache_policy, CachePolicy::automatic);
 }
 
 TEST_F(ConfigTest, SourceNames) {
@@ -247,28 +249,36 @@ TEST_F(ConfigTest, BadValuesAreClearErrorsAndChangeNothing) {
       {"io_size", "1000", "multiple of 4K"},  {"io_size", "2K", "4K to 64M"},
       {"io_size", "128M", "4K to 64M"},       {"io_size", "1Q", "4K to 64M"},
       {"io_size", "0", "4K to 64M"},          {"direct_io", "maybe", "true or false"},
-      {"engine", "spdk", "auto | uring | psync"},
-      {"log_level", "verbose", "error | warn | info | debug"},
+      {"engine", "spdk", "one of auto, uring, psync"},
+      {"log_level", "verbose", "one of error, warn, info, debug"},
+      {"cache_policy", "always", "one of auto, bypass, use"},
+      {"path", "sideways", "one of auto, direct, bounce, posix, host"},
+      {"path", "AUTO", "one of auto, direct, bounce, posix, host"},
+      {"device", "tpu", "one of auto, sim, cuda, cuda:N"},
+      {"device", "cuda:", "one of auto, sim, cuda, cuda:N"},
+      {"device", "cuda:1024", "one of auto, sim, cuda, cuda:N"},
+      {"device", "sim:0", "one of auto, sim, cuda, cuda:N"},
   };
   for (const auto& b : cases) {
     Config c;
     const Config before;
     const std::string w = error_of([&] { c.set(b.name, b.value); });
-    EXPECT_NE(w.find(std::string("setting '") + b.name + "'"), std::string::npos) << w;
-    EXPECT_NE(w.find(std::string("bad value '") + b.value + "'"), std::string::npos) << w;
+    // "config: queue_depth=0: queue_depth must be an integer in [1, 4096]"
+    EXPECT_NE(w.find(std::string("config: ") + b.name + "=" + b.value + ": " + b.name + " must be "), std::string::npos) << w;
     EXPECT_NE(w.find(b.expected), std::string::npos) << w;
     EXPECT_EQ(c.source(b.name), ConfigSource::default_value) << b.name;
     EXPECT_EQ(c.queue_depth, before.queue_depth);
     EXPECT_EQ(c.io_size, before.io_size);
     EXPECT_EQ(c.engine, before.engine);
+    EXPECT_EQ(c.path, before.path);
+    EXPECT_EQ(c.device, before.device);
   }
 }
 
 TEST_F(ConfigTest, BadEnvironmentValueNamesTheVariable) {
   ScopedEnv qd("SLUICE_QUEUE_DEPTH", "zero");
   const std::string w = error_of([] { (void)Config::load(); });
-  EXPECT_NE(w.find("SLUICE_QUEUE_DEPTH"), std::string::npos) << w;
-  EXPECT_NE(w.find("bad value 'zero'"), std::string::npos) << w;
+  EXPECT_NE(w.find("config: SLUICE_QUEUE_DEPTH=zero: queue_depth must be an integer in [1, 4096]"), std::string::npos) << w;
 }
 
 TEST_F(ConfigTest, BadFileContentsNameTheFile) {
@@ -278,11 +288,16 @@ TEST_F(ConfigTest, BadFileContentsNameTheFile) {
   };
   const Bad cases[] = {
       {R"({"bogus": 1})", "unknown setting 'bogus'"},
-      {R"({"queue_depth": 0})", "bad value '0'"},
-      {R"({"queue_depth": 1.5})", "setting 'queue_depth'"},
-      {R"({"queue_depth": null})", "setting 'queue_depth'"},
-      {R"({"queue_depth": [4]})", "setting 'queue_depth'"},
-      {R"({"direct_io": "sometimes"})", "bad value 'sometimes'"},
+      {R"({"queue_depth": 0})", "queue_depth=0: queue_depth must be"},
+      {R"({"queue_depth": 1.5})", "queue_depth=1.5: queue_depth must be"},
+      {R"({"queue_depth": null})", "queue_depth=null: queue_depth must be"},
+      {R"({"queue_depth": [4]})", "queue_depth=[4]: queue_depth must be"},
+      {R"({"direct_io": "sometimes"})", "direct_io=sometimes: direct_io must be true or false"},
+      {R"({"engine": "spdk"})", "engine=spdk: engine must be one of auto, uring, psync"},
+      {R"({"path": 3})", "path=3: path must be one of"},
+      {R"({"device": "gpu"})", "device=gpu: device must be one of"},
+      {R"({"cache_policy": true})", "cache_policy=true: cache_policy must be one of"},
+      {R"({"log_level": "loud"})", "log_level=loud: log_level must be one of"},
       {R"([1, 2])", "expected a JSON object"},
       {R"({"queue_depth": 4)", "not valid JSON"},
       {"", "not valid JSON"},
@@ -308,6 +323,118 @@ TEST_F(ConfigTest, MissingFileIsAnOsErrorNamingIt) {
     EXPECT_EQ(e.path(), path);
     EXPECT_NE(std::string(e.what()).find("SLUICE_CONFIG"), std::string::npos) << e.what();
   }
+}
+
+// Every spelling of every typed setting parses to its enum, prints back the same (the text
+// reports and `sluice check` show), and goes through Config::set.
+TEST_F(ConfigTest, TypedSettingsRoundTrip) {
+  auto entry_value = [](const Config& c, std::string_view name) {
+    for (const auto& e : c.entries()) {
+      if (e.name == name) return e.value;
+    }
+    return std::string("missing");
+  };
+  Config c;
+  for (auto v : {EngineSetting::automatic, EngineSetting::uring, EngineSetting::psync}) {
+    EXPECT_EQ(parse_engine_setting(to_string(v)), v);
+    c.set("engine", to_string(v));
+    EXPECT_EQ(c.engine, v);
+    EXPECT_EQ(entry_value(c, "engine"), to_string(v));
+  }
+  for (auto v : {PathSetting::automatic, PathSetting::host, PathSetting::bounce, PathSetting::posix, PathSetting::direct}) {
+    EXPECT_EQ(parse_path_setting(to_string(v)), v);
+    c.set("path", to_string(v));
+    EXPECT_EQ(c.path, v);
+    EXPECT_EQ(entry_value(c, "path"), to_string(v));
+    // Every path but auto names the same Path the transfer API uses.
+    EXPECT_EQ(forced_path(v).has_value(), v != PathSetting::automatic);
+    if (auto p = forced_path(v)) {
+      EXPECT_EQ(to_string(*p), to_string(v));
+    }
+  }
+  for (auto v : {CachePolicy::automatic, CachePolicy::bypass, CachePolicy::use}) {
+    EXPECT_EQ(parse_cache_policy(to_string(v)), v);
+    c.set("cache_policy", to_string(v));
+    EXPECT_EQ(c.cache_policy, v);
+    EXPECT_EQ(entry_value(c, "cache_policy"), to_string(v));
+  }
+  for (auto v : {LogLevel::error, LogLevel::warn, LogLevel::info, LogLevel::debug}) {
+    EXPECT_EQ(parse_log_level(to_string(v)), v);
+    c.set("log_level", to_string(v));
+    EXPECT_EQ(c.log_level, v);
+    EXPECT_EQ(entry_value(c, "log_level"), to_string(v));
+  }
+  EXPECT_LT(LogLevel::error, LogLevel::warn);  // log filters compare levels
+  EXPECT_LT(LogLevel::info, LogLevel::debug);
+  const std::pair<const char*, DeviceSetting> devices[] = {
+      {"auto", {DeviceChoice::automatic, std::nullopt}}, {"sim", {DeviceChoice::sim, std::nullopt}},
+      {"cuda", {DeviceChoice::cuda, std::nullopt}},      {"cuda:0", {DeviceChoice::cuda, 0U}},
+      {"cuda:7", {DeviceChoice::cuda, 7U}},              {"cuda:1023", {DeviceChoice::cuda, 1023U}}};
+  for (const auto& [text, want] : devices) {
+    EXPECT_EQ(parse_device_setting(text), want) << text;
+    EXPECT_EQ(to_string(want), text);
+    c.set("device", text);
+    EXPECT_EQ(c.device, want) << text;
+    EXPECT_EQ(entry_value(c, "device"), text);
+  }
+  for (const char* bad : {"", "Auto", "cuda:", "cuda:x", "cuda:-1", "cuda:1024", "sim:0", "cuda: 1"}) {
+    EXPECT_EQ(parse_device_setting(bad), std::nullopt) << bad;
+  }
+  EXPECT_EQ(parse_engine_setting("URING"), std::nullopt);
+  EXPECT_EQ(parse_path_setting(""), std::nullopt);
+}
+
+// A bad value of a typed setting in the environment is a usage error (EINVAL) naming the
+// variable, the value and what the setting accepts.
+TEST_F(ConfigTest, BadTypedValueInEachEnvironmentVariable) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"SLUICE_ENGINE", "config: SLUICE_ENGINE=foo: engine must be one of auto, uring, psync"},
+      {"SLUICE_PATH", "config: SLUICE_PATH=foo: path must be one of auto, direct, bounce, posix, host"},
+      {"SLUICE_DEVICE", "config: SLUICE_DEVICE=foo: device must be one of auto, sim, cuda, cuda:N"},
+      {"SLUICE_CACHE_POLICY", "config: SLUICE_CACHE_POLICY=foo: cache_policy must be one of auto, bypass, use"},
+      {"SLUICE_LOG", "config: SLUICE_LOG=foo: log_level must be one of error, warn, info, debug"},
+  };
+  for (const auto& [var, says] : cases) {
+    ScopedEnv env(var, "foo");
+    try {
+      (void)Config::load();
+      ADD_FAILURE() << var << ": no Error";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.domain(), ErrorDomain::usage) << e.what();
+      EXPECT_EQ(e.errno_value(), EINVAL) << e.what();
+      EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
+    }
+  }
+}
+
+// The file layer's error names the file as well as the setting.
+TEST_F(ConfigTest, BadTypedValueInTheFileNamesTheFile) {
+  const std::string path = write_json(R"({"device": "cuda:x"})");
+  ScopedEnv env("SLUICE_CONFIG", path);
+  const std::string w = error_of([] { (void)Config::load(); });
+  EXPECT_NE(w.find("config file '" + path + "': device=cuda:x: device must be one of"), std::string::npos) << w;
+}
+
+TEST_F(ConfigTest, TypedSettersRecordTheSource) {
+  Config c;
+  c.set_engine(EngineSetting::psync);
+  c.set_path(PathSetting::bounce, ConfigSource::env);
+  c.set_device({DeviceChoice::cuda, 2U});
+  c.set_cache_policy(CachePolicy::use, ConfigSource::file);
+  c.set_log_level(LogLevel::debug);
+  EXPECT_EQ(c.engine, EngineSetting::psync);
+  EXPECT_EQ(c.source("engine"), ConfigSource::api);
+  EXPECT_EQ(c.path, PathSetting::bounce);
+  EXPECT_EQ(c.source("path"), ConfigSource::env);
+  EXPECT_EQ(to_string(c.device), "cuda:2");
+  EXPECT_EQ(c.source("device"), ConfigSource::api);
+  EXPECT_EQ(c.cache_policy, CachePolicy::use);
+  EXPECT_EQ(c.source("cache_policy"), ConfigSource::file);
+  EXPECT_EQ(c.log_level, LogLevel::debug);
+  // An ordinal belongs to cuda only; refused, the setting stays as it was.
+  const std::string w = error_of([&] { c.set_device({DeviceChoice::sim, 1U}); });
+  EXPECT_NE(w.find("device must be one of"), std::string::npos) << w;
+  EXPECT_EQ(to_string(c.device), "cuda:2");
 }
 
 TEST_F(ConfigTest, ProcessWideConfiguration) {

@@ -142,16 +142,6 @@ TEST_F(BadInput, ClosedFile) {
   EXPECT_THROW((void)read(never, buf.data(), 100, 0), Error);
 }
 
-TEST_F(BadInput, UnknownEngineInTheConfiguration) {
-  const File f = File::open(path_, OpenMode::read);
-  auto cfg = std::make_shared<Config>();
-  cfg->engine = "spdk";  // bypassing Config::set, which would refuse it
-  GuardedBuffer buf(100);
-  const auto e = error_of([&] { (void)read(f, buf.data(), 100, 0, test::options_for(cfg)); });
-  ASSERT_TRUE(e);
-  EXPECT_TRUE(contains(e->what(), "unknown engine 'spdk'")) << e->what();
-}
-
 // ---- injected faults, for every engine and filesystem ---------------------------------------
 
 struct FaultParam {
@@ -434,7 +424,7 @@ TEST_P(Faults, EnginesAreCleanAfterAFailure) {
   const auto e = error_of([&] { (void)read(f, buf.data(), size_, 0, test::options_for(cfg)); });
   ASSERT_TRUE(e);
   EXPECT_EQ(e->code(), EIO);
-  IoEngine& engine = thread_engine(resolve_engine(GetParam().engine), 8);
+  IoEngine& engine = thread_engine(resolve_engine(*parse_engine_setting(GetParam().engine)), 8);
   EXPECT_EQ(engine.name(), "one-shot-eio");
   EXPECT_EQ(engine.in_flight(), 0U) << "I/O left in flight after the failure";
   armed->store(false);

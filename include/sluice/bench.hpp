@@ -71,7 +71,7 @@ struct Workload {
   /// Reads with `direct`: bypass (O_DIRECT regardless: a storage measurement, the default), auto
   /// (blocks the page cache holds at least half of are read buffered, the rest O_DIRECT, as
   /// sluice::read does by default), use (buffered regardless; what --buffered also gives).
-  std::string cache_policy = "bypass";
+  CachePolicy cache_policy = CachePolicy::bypass;
   XferType xfer = XferType::cpu_only;
   std::string device = "auto";      ///< auto | sim | cuda:N | cuda:0,1 (threads round-robin)
   std::optional<MemoryKind> memory; ///< default: device memory for GPU types, host for cpu-only

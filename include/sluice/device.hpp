@@ -14,6 +14,8 @@
 #include <string>
 #include <string_view>
 
+#include "sluice/config.hpp"
+
 namespace sluice {
 
 enum class MemoryKind : std::uint8_t {
@@ -24,8 +26,13 @@ enum class MemoryKind : std::uint8_t {
 
 [[nodiscard]] std::string_view to_string(MemoryKind k) noexcept;
 
+/// What a device is (an opened one: the setting's "auto" has resolved to one of these).
+enum class DeviceKind : std::uint8_t { sim, cuda };
+
+[[nodiscard]] std::string_view to_string(DeviceKind k) noexcept;
+
 struct DeviceInfo {
-  std::string kind;          ///< "cuda" or "sim"
+  DeviceKind kind = DeviceKind::sim;
   int ordinal = 0;           ///< cuda:N
   std::string name;          ///< "NVIDIA H200", "sim (25.0 GB/s H2D, 10 us)"
   std::uint64_t total_memory = 0;
@@ -127,10 +134,13 @@ class Device {
   std::string selection_;
 };
 
-/// Opens a device: "auto" (the first CUDA GPU if libcuda loads and has one, else sim, saying
-/// why in selection()), "sim", "cuda" or "cuda:N". Devices are cached per spec, so every
+/// Opens a device: auto (the first CUDA GPU if libcuda loads and has one, else sim, saying
+/// why in selection()), sim, cuda or cuda:N. Devices are cached per setting, so every
 /// caller in the process shares one context per GPU. Throws an Error with the reason when
-/// "cuda:N" cannot be opened, and a usage Error for an unknown spec.
+/// cuda:N cannot be opened, and a usage Error for an ordinal on a kind other than cuda.
+[[nodiscard]] std::shared_ptr<Device> open_device(const DeviceSetting& setting);
+/// The same from text ("auto", "sim", "cuda", "cuda:N"): the edge for CLI flags and tools.
+/// Throws a usage Error for any other text.
 [[nodiscard]] std::shared_ptr<Device> open_device(std::string_view spec);
 
 /// RAII for device and pinned allocations.

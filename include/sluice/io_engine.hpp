@@ -14,6 +14,8 @@
 #include <string>
 #include <string_view>
 
+#include "sluice/config.hpp"
+
 namespace sluice {
 
 enum class IoOp : std::uint8_t { read, write };
@@ -83,9 +85,9 @@ class IoEngine {
 /// the kernel's reason if io_uring cannot be set up.
 [[nodiscard]] std::unique_ptr<IoEngine> make_engine(EngineKind kind, unsigned depth);
 
-/// Resolves "auto" | "uring" | "psync": auto is uring when this process can set up a ring.
-/// Throws a usage Error for another name, and an Error when "uring" is asked for and unusable.
-[[nodiscard]] EngineKind resolve_engine(std::string_view name);
+/// The engine a setting stands for: auto is uring when this process can set up a ring, else
+/// psync. Throws an Error (ENOSYS, with the kernel's reason) when uring is asked for and unusable.
+[[nodiscard]] EngineKind resolve_engine(EngineSetting setting);
 
 /// Whether io_uring works here; the reason when it does not (seccomp, kernel, sysctl).
 [[nodiscard]] bool uring_available(std::string* reason = nullptr);

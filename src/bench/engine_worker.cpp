@@ -81,14 +81,14 @@ void run_engine_thread(const ThreadJob& job, ThreadOutcome& out) {
                            w.direct ? file.direct_reason() : std::string("--buffered"));
   const std::string cached_reason = fmt::format(
       "cpu-only: I/O engine driven directly, {}, buffered: {}", pages,
-      w.cache_policy == "use" ? "--cache-policy use" : "the page cache held the block (--cache-policy auto)");
+      w.cache_policy == CachePolicy::use ? "--cache-policy use" : "the page cache held the block (--cache-policy auto)");
   std::optional<ResidencyProbe> residency;
-  if (direct && w.cache_policy == "auto" && does_reads(w.rw)) {
+  if (direct && w.cache_policy == CachePolicy::automatic && does_reads(w.rw)) {
     residency.emplace(file.fd(), job.region.lo, job.region.hi - job.region.lo);
   }
   // Whether a new block goes to the buffered descriptor (reads only).
   auto buffered_read = [&](const OffsetGen::Op& op) {
-    if (!direct || op.op != IoOp::read || w.cache_policy == "bypass") return false;
+    if (!direct || op.op != IoOp::read || w.cache_policy == CachePolicy::bypass) return false;
     if (!residency) return true;  // use
     const Residency r = residency->probe_edges(op.offset, op.len);
     return 2 * r.cached >= r.pages;

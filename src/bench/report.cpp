@@ -54,7 +54,7 @@ json workload_json(const Workload& w) {
           {"iodepth", w.iodepth},   {"time_s", w.time_s},
           {"warmup_s", w.warmup_s}, {"unaligned", w.unaligned},
           {"seed", w.seed},         {"verify", w.verify},
-          {"direct", w.direct},     {"cache_policy", w.cache_policy},
+          {"direct", w.direct},     {"cache_policy", std::string(to_string(w.cache_policy))},
           {"xfer", to_string(w.xfer)},
           {"device", w.device},
           {"memory", w.memory ? json(to_string(*w.memory)) : json(nullptr)},
@@ -81,7 +81,9 @@ Workload workload_from(const json& j) {
   w.seed = j.value("seed", std::uint64_t{1});
   w.verify = j.value("verify", false);
   w.direct = j.value("direct", true);
-  w.cache_policy = j.value("cache_policy", "bypass");
+  Config policy;  // the configuration's parser, so a bad spelling gets its error
+  policy.set("cache_policy", j.value("cache_policy", "bypass"));
+  w.cache_policy = policy.cache_policy;
   w.xfer = parse_xfer(j.value("xfer", "cpu-only"));
   w.device = j.value("device", "auto");
   if (j.contains("memory") && j["memory"].is_string()) {

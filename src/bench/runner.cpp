@@ -256,7 +256,7 @@ RunResult run_once(const Workload& w, const ProgressFn& progress, const std::vec
   auto cfg = std::make_shared<Config>(*config());
   cfg->direct_io = w.direct;
   cfg->cache_policy = w.cache_policy;
-  cfg->path = "auto";
+  cfg->path = PathSetting::automatic;
 
   RunResult res;
   res.xfer = w.xfer;

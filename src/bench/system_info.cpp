@@ -86,7 +86,7 @@ std::string system_json(const Plan& plan) {
       try {
         auto dev = open_device(item);
         const DeviceInfo& i = dev->info();
-        gpus.push_back({{"spec", item}, {"kind", i.kind}, {"ordinal", i.ordinal}, {"name", i.name},
+        gpus.push_back({{"spec", item}, {"kind", to_string(i.kind)}, {"ordinal", i.ordinal}, {"name", i.name},
                         {"total_memory", i.total_memory}, {"pci_bus_id", i.pci_bus_id},
                         {"driver", i.driver}, {"selection", dev->selection()}});
       } catch (const std::exception& e) {

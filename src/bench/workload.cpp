@@ -156,12 +156,8 @@ void validate(const Workload& w) {
   if (w.direct && w.xfer == XferType::cpu_cached_gpu) {
     // cpu-cached-gpu is buffered by definition; not an error, the runner ignores --direct.
   }
-  if (w.cache_policy != "auto" && w.cache_policy != "bypass" && w.cache_policy != "use") {
-    throw_usage_error(ctx, fmt::format("--cache-policy: '{}' is not auto, bypass or use", w.cache_policy));
-  }
-  if (!w.direct && w.cache_policy != "use" && w.cache_policy != "bypass") {
-    throw_usage_error(ctx, fmt::format("--buffered reads through the page cache; --cache-policy {} contradicts it",
-                                       w.cache_policy));
+  if (!w.direct && w.cache_policy == CachePolicy::automatic) {
+    throw_usage_error(ctx, "--buffered reads through the page cache; --cache-policy auto contradicts it");
   }
   if (!w.direct && w.xfer == XferType::gpu_direct && w.strict) {
     throw_usage_error(ctx, "gpu-direct needs O_DIRECT; --buffered with --strict cannot run it");

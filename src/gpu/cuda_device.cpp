@@ -50,7 +50,7 @@ const Api& require_driver() {
 class CudaDevice final : public Device {
  public:
   CudaDevice(const Api& api, int ordinal) : api_(api) {
-    info_.kind = "cuda";
+    info_.kind = DeviceKind::cuda;
     info_.ordinal = ordinal;
     if (const CUresult r = api_.cuDeviceGet(&dev_, ordinal); r != success) {
       throw_cuda(r, "cuDeviceGet",

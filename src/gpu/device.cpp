@@ -1,4 +1,3 @@
-#include <charconv>
 #include <map>
 #include <mutex>
 #include <utility>
@@ -23,6 +22,10 @@ std::string_view to_string(MemoryKind k) noexcept {
   return "?";
 }
 
+std::string_view to_string(DeviceKind k) noexcept {
+  return k == DeviceKind::cuda ? "cuda" : "sim";
+}
+
 void Device::copy_to_device(void* dst, const void* src, std::size_t bytes) {
   copy_to_device_async(dst, src, bytes, nullptr);
   synchronize(nullptr);
@@ -42,57 +45,64 @@ std::shared_ptr<Device> make_sim(std::string selection) {
   return dev;
 }
 
-int parse_ordinal(std::string_view spec) {
-  int n = -1;
-  const auto digits = spec.substr(5);
-  auto [ptr, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), n);
-  if (ec != std::errc() || ptr != digits.data() + digits.size() || n < 0) {
-    throw_usage_error({.op = "device"}, fmt::format("bad device '{}' (expected auto, sim, cuda or cuda:N)", spec));
+std::shared_ptr<Device> open_cuda(const DeviceSetting& setting, const std::string& spec) {
+  const int ordinal = static_cast<int>(setting.ordinal.value_or(0));
+  std::string why;
+  if (!detail::cuda_available(&why)) {
+    throw Error(ErrorDomain::cuda, detail::cu::error_no_device, {.op = "device"}, fmt::format("{} requested: {}", spec, why));
   }
-  return n;
+  if (ordinal >= detail::cuda_device_count()) {
+    throw Error(ErrorDomain::cuda, detail::cu::error_invalid_device, {.op = "device"},
+                fmt::format("{} requested but this machine has {} CUDA device(s)", spec,
+                            detail::cuda_device_count()));
+  }
+  auto dev = detail::make_cuda_device(ordinal);
+  dev->set_selection(fmt::format("{} requested", spec));
+  return dev;
 }
 
-std::shared_ptr<Device> open_uncached(std::string_view spec) {
-  if (spec == "sim") return make_sim("sim requested");
-  if (spec == "auto") {
-    std::string why;
-    if (detail::cuda_available(&why)) {
-      auto dev = detail::make_cuda_device(0);
-      dev->set_selection("auto: first CUDA GPU");
-      return dev;
+std::shared_ptr<Device> open_uncached(const DeviceSetting& setting, const std::string& spec) {
+  switch (setting.kind) {
+    case DeviceChoice::sim: return make_sim("sim requested");
+    case DeviceChoice::automatic: {
+      std::string why;
+      if (detail::cuda_available(&why)) {
+        auto dev = detail::make_cuda_device(0);
+        dev->set_selection("auto: first CUDA GPU");
+        return dev;
+      }
+      return make_sim(fmt::format("auto: no CUDA GPU ({}), using the simulated device", why));
     }
-    return make_sim(fmt::format("auto: no CUDA GPU ({}), using the simulated device", why));
+    case DeviceChoice::cuda: return open_cuda(setting, spec);
   }
-  if (spec == "cuda" || spec.substr(0, 5) == "cuda:") {
-    const int ordinal = spec == "cuda" ? 0 : parse_ordinal(spec);
-    std::string why;
-    if (!detail::cuda_available(&why)) {
-      throw Error(ErrorDomain::cuda, detail::cu::error_no_device, {.op = "device"}, fmt::format("{} requested: {}", spec, why));
-    }
-    if (ordinal >= detail::cuda_device_count()) {
-      throw Error(ErrorDomain::cuda, detail::cu::error_invalid_device, {.op = "device"},
-                  fmt::format("{} requested but this machine has {} CUDA device(s)", spec,
-                              detail::cuda_device_count()));
-    }
-    auto dev = detail::make_cuda_device(ordinal);
-    dev->set_selection(fmt::format("{} requested", spec));
-    return dev;
-  }
-  throw_usage_error({.op = "device"}, fmt::format("unknown device '{}' (expected auto, sim, cuda or cuda:N)", spec));
+  throw_usage_error({.op = "device"}, fmt::format("unknown device '{}'", spec));
 }
 
 }  // namespace
 
-std::shared_ptr<Device> open_device(std::string_view spec) {
+std::shared_ptr<Device> open_device(const DeviceSetting& setting) {
+  if (setting.ordinal && setting.kind != DeviceChoice::cuda) {
+    throw_usage_error({.op = "device"}, fmt::format("an ordinal ({}) needs device kind cuda, not {}",
+                                                    *setting.ordinal, to_string(setting.kind)));
+  }
   // Leaked on purpose: devices must not be torn down from static destructors (CUDA may already be
   // unloading, and pool threads may still hold streams).
   static auto* cache = new std::map<std::string, std::shared_ptr<Device>, std::less<>>();
   static std::mutex mutex;
+  const std::string spec = to_string(setting);
   std::lock_guard lock(mutex);
   if (auto it = cache->find(spec); it != cache->end()) return it->second;
-  auto dev = open_uncached(spec);
-  (*cache)[std::string(spec)] = dev;
+  auto dev = open_uncached(setting, spec);
+  (*cache)[spec] = dev;
   return dev;
+}
+
+std::shared_ptr<Device> open_device(std::string_view spec) {
+  const auto setting = parse_device_setting(spec);
+  if (!setting) {
+    throw_usage_error({.op = "device"}, fmt::format("unknown device '{}' (expected auto, sim, cuda or cuda:N)", spec));
+  }
+  return open_device(*setting);
 }
 
 DeviceBuffer::DeviceBuffer(std::shared_ptr<Device> dev, std::size_t bytes)

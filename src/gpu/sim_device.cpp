@@ -151,7 +151,7 @@ struct SimEvent {
 }  // namespace
 
 SimDevice::SimDevice(SimModel model) : model_(model) {
-  info_.kind = "sim";
+  info_.kind = DeviceKind::sim;
   info_.ordinal = 0;
   info_.name = model_.gbps > 0
                    ? fmt::format("sim ({:g} GB/s per direction, {:g} us per copy)", model_.gbps, model_.latency_us)

@@ -72,16 +72,12 @@ bool uring_available(std::string* reason) {
   return answer.first;
 }
 
-EngineKind resolve_engine(std::string_view name) {
-  if (name == "psync") return EngineKind::psync;
-  if (name == "uring" || name == "auto") {
-    std::string why;
-    if (uring_available(&why)) return EngineKind::uring;
-    if (name == "auto") return EngineKind::psync;
-    throw Error(ErrorDomain::os, ENOSYS, {.op = "engine"}, fmt::format("io_uring requested: {}", why));
-  }
-  throw_usage_error({.op = "engine"},
-                    fmt::format("unknown engine '{}' (expected auto, uring or psync)", name));
+EngineKind resolve_engine(EngineSetting setting) {
+  if (setting == EngineSetting::psync) return EngineKind::psync;
+  std::string why;
+  if (uring_available(&why)) return EngineKind::uring;
+  if (setting == EngineSetting::automatic) return EngineKind::psync;
+  throw Error(ErrorDomain::os, ENOSYS, {.op = "engine"}, fmt::format("io_uring requested: {}", why));
 }
 
 void set_engine_factory(EngineFactory factory) {

@@ -202,7 +202,7 @@ StagingPool& pinned_pool(Device& device) {
 TransferResult bounce_transfer(IoOp op, const File& file, std::byte* dev, std::uint64_t size,
                                std::uint64_t offset, Device& device, const Config& cfg) {
   StagingPool& pool = pinned_pool(device);
-  const bool use_cache = op == IoOp::read && cfg.cache_policy == "use";
+  const bool use_cache = op == IoOp::read && cfg.cache_policy == CachePolicy::use;
   const bool direct = cfg.direct_io && file.has_direct() && !use_cache &&
                       std::max<std::uint64_t>(file.offset_align(), 4096) <= pool.buffer_size();
   const ChunkLayout layout(op, offset, size, reinterpret_cast<std::uintptr_t>(dev), direct,
@@ -213,7 +213,7 @@ TransferResult bounce_transfer(IoOp op, const File& file, std::byte* dev, std::u
   spec.make_mover = [&device] { return std::make_unique<DeviceMover>(device); };
   // Chunks the page cache holds are read buffered into the same pinned buffers (pipeline.hpp).
   std::optional<ResidencyProbe> probe;
-  if (op == IoOp::read && direct && cfg.cache_policy == "auto") {
+  if (op == IoOp::read && direct && cfg.cache_policy == CachePolicy::automatic) {
     spec.residency = &probe.emplace(file.fd(), offset, size);
   }
   const PipelineResult pr = run_and_record(Path::bounce, spec);

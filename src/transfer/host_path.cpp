@@ -23,7 +23,7 @@ std::string host_reason(IoOp op, const File& file, const Config& cfg, bool use_d
   if (!use_direct) {
     if (!cfg.direct_io) return "buffered: direct I/O disabled by configuration";
     if (!file.has_direct()) return "buffered: " + file.direct_reason();
-    if (op == IoOp::read && cfg.cache_policy == "use") return "buffered: cache_policy use";
+    if (op == IoOp::read && cfg.cache_policy == CachePolicy::use) return "buffered: cache_policy use";
     return "buffered: O_DIRECT alignment larger than the I/O size";
   }
   if (layout.staged_count() == 0) return "O_DIRECT";
@@ -36,7 +36,7 @@ std::string host_reason(IoOp op, const File& file, const Config& cfg, bool use_d
 
 TransferResult execute(IoOp op, const File& file, std::byte* user, std::uint64_t size,
                        std::uint64_t offset, const Config& cfg) {
-  const bool direct = cfg.direct_io && file.has_direct() && !(op == IoOp::read && cfg.cache_policy == "use");
+  const bool direct = cfg.direct_io && file.has_direct() && !(op == IoOp::read && cfg.cache_policy == CachePolicy::use);
   StagingPool* pool = direct ? &host_staging_pool() : nullptr;
   const std::uint64_t io_size =
       pool != nullptr ? std::min<std::uint64_t>(cfg.io_size, pool->buffer_size()) : cfg.io_size;
@@ -45,7 +45,7 @@ TransferResult execute(IoOp op, const File& file, std::byte* user, std::uint64_t
                            file.offset_align(), file.mem_align(), io_size);
   PipelineSpec spec = make_spec(op, file, user, offset, size, layout, cfg);
   std::optional<ResidencyProbe> probe;
-  if (op == IoOp::read && use_direct && cfg.cache_policy == "auto") {
+  if (op == IoOp::read && use_direct && cfg.cache_policy == CachePolicy::automatic) {
     spec.residency = &probe.emplace(file.fd(), offset, size);
   }
   // Only a layout with staged chunks needs the pool; handing it over anyway makes each thread's

@@ -40,17 +40,9 @@ void sync_file(const File& file, SyncMode mode, std::uint64_t offset, std::uint6
   }
 }
 
-Path requested_path(const TransferOptions& o, const Config& cfg, bool* strict) {
-  if (o.path) {
-    *strict = true;
-    return *o.path;
-  }
-  if (cfg.path == "auto") {
-    *strict = false;
-    return Path::direct;  // auto tries direct first
-  }
-  *strict = true;
-  return *parse_path(cfg.path);
+// The path the caller or the configuration forces, or nullopt for auto.
+std::optional<Path> requested_path(const TransferOptions& o, const Config& cfg) {
+  return o.path ? o.path : forced_path(cfg.path);
 }
 
 // Why the direct path cannot serve this request, or nullopt when it can (before registration).
@@ -76,42 +68,50 @@ std::optional<Obstacle> direct_obstacle(const File& file, const void* buf, std::
 // storage behind GDS is typically as fast as a copy out of the cache and through pinned memory,
 // and a real GPU to measure that on decides otherwise (docs/paths.md).
 std::optional<std::string> cache_obstacle(IoOp op, const Config& cfg) {
-  if (op == IoOp::read && cfg.cache_policy == "use") return "cache_policy use: through the page cache";
+  if (op == IoOp::read && cfg.cache_policy == CachePolicy::use) return "cache_policy use: through the page cache";
   return std::nullopt;
 }
 
 struct Choice {
   Path path;
-  std::string reason;
-  bool strict;
+  bool strict;                 ///< the path was requested: no fallback
+  std::string auto_why = {};   ///< under auto, why not direct ("" when auto took direct)
   std::optional<Fallback> fallback = std::nullopt;  ///< auto fell back from direct, and why
+
+  /// "requested", "auto" or "auto: <why>" (choose_path reports it; empty for host memory).
+  [[nodiscard]] std::string reason() const {
+    if (path == Path::host) return {};
+    if (strict) return "requested";
+    return auto_why.empty() ? "auto" : "auto: " + auto_why;
+  }
 };
 
 Choice choose(IoOp op, const File& file, const void* buf, std::uint64_t size, std::uint64_t offset,
               const TransferOptions& o, const Config& cfg) {
   const ErrorContext ctx{.op = op == IoOp::read ? "read" : "write", .path = file.path(), .offset = offset, .size = size, .has_range = true};
-  bool strict = false;
-  const Path want = requested_path(o, cfg, &strict);
+  const std::optional<Path> requested = requested_path(o, cfg);
+  const bool strict = requested.has_value();
+  const Path want = requested.value_or(Path::direct);  // auto tries direct first
   const MemoryKind kind = o.device ? o.device->pointer_kind(buf) : MemoryKind::pageable_host;
   if (kind != MemoryKind::device) {
     if (strict && want != Path::host) {
       throw_usage_error(ctx, fmt::format("path {} moves data to GPU memory, but the buffer is {} memory",
                                          to_string(want), to_string(kind)));
     }
-    return {Path::host, {}, strict};
+    return {Path::host, strict};
   }
   if (want == Path::host) throw_usage_error(ctx, "path host needs host memory, but the buffer is device memory");
-  if (want == Path::bounce || want == Path::posix) return {want, "requested", true};
+  if (want == Path::bounce || want == Path::posix) return {want, true};
   const auto obstacle = direct_obstacle(file, buf, size, offset);
   if (!obstacle) {
-    if (strict) return {Path::direct, "requested", true};
-    if (auto why = cache_obstacle(op, cfg)) return {Path::bounce, "auto: " + *why, false};
-    return {Path::direct, "auto", false};
+    if (strict) return {Path::direct, true};
+    if (auto why = cache_obstacle(op, cfg)) return {Path::bounce, false, *why};
+    return {Path::direct, false};
   }
   if (strict) {
     throw Error(ErrorDomain::cufile, CU_FILE_IO_NOT_SUPPORTED, ctx, fmt::format("path direct unavailable: {}", obstacle->why));
   }
-  return {Path::bounce, "auto: direct unavailable: " + obstacle->why, false, obstacle->kind};
+  return {Path::bounce, false, "direct unavailable: " + obstacle->why, obstacle->kind};
 }
 
 TransferResult run_chosen(IoOp op, const File& file, std::byte* buf, std::uint64_t size,
@@ -127,11 +127,7 @@ TransferResult run_chosen(IoOp op, const File& file, std::byte* buf, std::uint64
   Device& dev = *o.device;
   if (c.fallback) stats().count_fallback(*c.fallback);
   auto tag = [&](TransferResult r) {
-    if (c.reason == "auto") {
-      r.reason = "auto: " + r.reason;
-    } else if (!c.reason.empty() && c.reason != "requested") {
-      r.reason = c.reason + "; " + r.reason;
-    }
+    if (!c.strict) r.reason = c.auto_why.empty() ? "auto: " + r.reason : c.reason() + "; " + r.reason;
     return r;
   };
   switch (c.path) {
@@ -162,7 +158,7 @@ TransferResult run_chosen(IoOp op, const File& file, std::byte* buf, std::uint64
 std::string_view device_key(const Choice& c, const TransferOptions& o, std::array<char, 24>& buf) {
   if (c.path == Path::host || !o.device) return "host";
   const DeviceInfo& info = o.device->info();
-  if (info.kind != "cuda") return info.kind;
+  if (info.kind != DeviceKind::cuda) return to_string(info.kind);
   const auto end = fmt::format_to_n(buf.data(), buf.size(), "cuda:{}", info.ordinal).out;
   return {buf.data(), static_cast<std::size_t>(end - buf.data())};
 }
@@ -210,8 +206,8 @@ namespace {
 std::string host_choice(const File& file, std::uint64_t size, std::uint64_t offset, const Config& cfg) {
   if (!cfg.direct_io) return "buffered: direct I/O disabled by configuration";
   if (!file.has_direct()) return "buffered: " + file.direct_reason();
-  if (cfg.cache_policy == "use") return "buffered: cache_policy use";
-  if (cfg.cache_policy == "bypass") return "O_DIRECT";
+  if (cfg.cache_policy == CachePolicy::use) return "buffered: cache_policy use";
+  if (cfg.cache_policy == CachePolicy::bypass) return "O_DIRECT";
   const std::uint64_t file_size = file.size();
   if (offset >= file_size || size == 0) return "O_DIRECT";
   const Residency r = page_cache_residency(file.fd(), offset, std::min(size, file_size - offset));
@@ -227,8 +223,8 @@ PathChoice choose_path(const File& file, const void* buf, std::uint64_t size, st
                        const TransferOptions& options) {
   auto cfg = effective(options);
   Choice c = choose(IoOp::read, file, buf, size, offset, options, *cfg);
-  if (c.path == Path::host) c.reason = "host memory: " + host_choice(file, size, offset, *cfg);
-  return {c.path, c.reason};
+  if (c.path == Path::host) return {c.path, "host memory: " + host_choice(file, size, offset, *cfg)};
+  return {c.path, c.reason()};
 }
 
 namespace {
@@ -246,8 +242,8 @@ bool async_fits(IoOp op, const File& file, const void* buf, std::uint64_t size,
     // The async thread reads O_DIRECT only. cache_policy use reads buffered; auto reads what the
     // page cache holds through it (one residency probe, as the synchronous path makes), so a
     // read of cached pages goes to the pool, which does that.
-    if (op != IoOp::read || cfg->cache_policy == "bypass") return true;
-    if (cfg->cache_policy == "use") return false;
+    if (op != IoOp::read || cfg->cache_policy == CachePolicy::bypass) return true;
+    if (cfg->cache_policy == CachePolicy::use) return false;
     return page_cache_residency(file.fd(), offset, size).cached == 0;
   } catch (const std::exception&) {
     return false;

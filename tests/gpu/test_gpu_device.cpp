@@ -124,7 +124,7 @@ class DeviceConformance : public ::testing::TestWithParam<std::string> {
 
 TEST_P(DeviceConformance, Info) {
   const DeviceInfo& i = dev_->info();
-  EXPECT_EQ(i.kind, GetParam() == "sim" ? "sim" : "cuda");
+  EXPECT_EQ(i.kind, GetParam() == "sim" ? DeviceKind::sim : DeviceKind::cuda);
   EXPECT_FALSE(i.name.empty());
   EXPECT_EQ(i.ordinal, 0);
 }
@@ -422,7 +422,7 @@ TEST(OpenDevice, SimIsASimDeviceAndCached) {
   auto b = open_device("sim");
   EXPECT_EQ(a.get(), b.get()) << "one device per spec in a process";
   EXPECT_NE(dynamic_cast<detail::SimDevice*>(a.get()), nullptr);
-  EXPECT_EQ(a->info().kind, "sim");
+  EXPECT_EQ(a->info().kind, DeviceKind::sim);
   EXPECT_TRUE(contains(a->selection(), "sim"));
 }
 
@@ -437,7 +437,7 @@ TEST(OpenDevice, AnOrdinalPastTheLastGpuSaysHowManyThereAre) {
   EXPECT_TRUE(gpu_test::throws_error([] { (void)open_device("cuda:3"); }, ErrorDomain::cuda,
                                      {"cuda:3", "1 CUDA device"}));
   auto d = open_device("cuda:0");
-  EXPECT_EQ(d->info().kind, "cuda");
+  EXPECT_EQ(d->info().kind, DeviceKind::cuda);
   EXPECT_EQ(d.get(), open_device("cuda:0").get());
 }
 

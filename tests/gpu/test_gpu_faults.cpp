@@ -261,7 +261,7 @@ TEST_F(DirectFaults, ErrnoFailuresAreErrorsWithoutFallback) {
       for (const int err : {EIO, ENOSPC}) {
         for (const std::optional<Path> path : {std::optional<Path>{}, std::optional<Path>{Path::direct}}) {
           const char* fn = op == IoOp::read ? "cuFileRead" : "cuFileWrite";
-          SCOPED_TRACE(fmt::format("{} {} errno {} {}", dev->info().kind, fn, err, path ? "direct" : "auto"));
+          SCOPED_TRACE(fmt::format("{} {} errno {} {}", to_string(dev->info().kind), fn, err, path ? "direct" : "auto"));
           gpu_test::fake_cufile_reset();  // the second call fails: bytes have moved by then
           const test::ScopedEnv fail("FAKE_CUFILE_FAIL", fmt::format("{}:short:0:1,{}:errno{}:1:1", fn, fn, err));
           const Direction dir = op == IoOp::read ? Direction::read : Direction::write;
@@ -290,7 +290,7 @@ TEST_F(DirectFaults, ShortTransfersAreContinued) {
   for (const auto& dev : devices()) {
     for (const IoOp op : {IoOp::read, IoOp::write}) {
       const char* fn = op == IoOp::read ? "cuFileRead" : "cuFileWrite";
-      SCOPED_TRACE(fmt::format("{} {}", dev->info().kind, fn));
+      SCOPED_TRACE(fmt::format("{} {}", to_string(dev->info().kind), fn));
       gpu_test::fake_cufile_reset();
       const test::ScopedEnv fail("FAKE_CUFILE_FAIL", fmt::format("{}:short:0:3", fn));
       const auto fresh = test::random_bytes(size_, 6);

@@ -105,7 +105,7 @@ TEST_F(NoCuFile, StrictDirectFailsNamingLibcufile) {
   Dir d(Folder::disk, 2 * MiB);
   if (!d.ok()) GTEST_SKIP() << d.why();
   for (const auto& dev : devices()) {
-    SCOPED_TRACE(dev->info().kind);
+    SCOPED_TRACE(to_string(dev->info().kind));
     DeviceMemory mem(dev, MiB);
     const File f = File::open(d.file(), OpenMode::read_write);
     for (auto* what : {"choose_path", "read", "write"}) {
@@ -132,7 +132,7 @@ TEST_F(NoCuFile, AutoTakesBounceAndSaysWhy) {
   Dir d(Folder::disk, 2 * MiB + 100);
   if (!d.ok()) GTEST_SKIP() << d.why();
   for (const auto& dev : devices()) {
-    SCOPED_TRACE(dev->info().kind);
+    SCOPED_TRACE(to_string(dev->info().kind));
     DeviceMemory mem(dev, MiB);
     const File f = File::open(d.file(), OpenMode::read);
     const PathChoice c = choose_path(f, mem.data(), MiB, 0, on(dev));
@@ -203,7 +203,7 @@ TEST_F(AnyCuFile, HostMemoryWithADeviceTakesTheHostPath) {
   Dir d(Folder::disk, MiB);
   if (!d.ok()) GTEST_SKIP() << d.why();
   for (const auto& dev : devices()) {
-    SCOPED_TRACE(dev->info().kind);
+    SCOPED_TRACE(to_string(dev->info().kind));
     const File f = File::open(d.file(), OpenMode::read);
     std::vector<std::byte> pageable(MiB);
     auto* pinned = static_cast<std::byte*>(dev->alloc_pinned(MiB));
@@ -240,7 +240,7 @@ TEST_F(AnyCuFile, PathHostWithDeviceMemoryIsAUsageError) {
   Dir d(Folder::disk, MiB);
   if (!d.ok()) GTEST_SKIP() << d.why();
   for (const auto& dev : devices()) {
-    SCOPED_TRACE(dev->info().kind);
+    SCOPED_TRACE(to_string(dev->info().kind));
     const File f = File::open(d.file(), OpenMode::read_write);
     DeviceMemory mem(dev, 8192);
     EXPECT_TRUE(throws_error([&] { (void)choose_path(f, mem.data(), 4096, 0, on(dev, Path::host)); },
@@ -256,7 +256,7 @@ TEST_F(AnyCuFile, GpuPathsWithHostMemoryAreUsageErrors) {
   Dir d(Folder::disk, MiB);
   if (!d.ok()) GTEST_SKIP() << d.why();
   for (const auto& dev : devices()) {
-    SCOPED_TRACE(dev->info().kind);
+    SCOPED_TRACE(to_string(dev->info().kind));
     const File f = File::open(d.file(), OpenMode::read_write);
     std::vector<std::byte> pageable(8192);
     auto* pinned = static_cast<std::byte*>(dev->alloc_pinned(8192));
@@ -307,7 +307,7 @@ class FakeCuFile : public ::testing::Test {
 
 TEST_F(FakeCuFile, AutoTakesDirectAndTheReadsGoThroughCuFile) {
   for (const auto& dev : devices()) {
-    SCOPED_TRACE(dev->info().kind);
+    SCOPED_TRACE(to_string(dev->info().kind));
     DeviceMemory mem(dev, 2 * MiB);
     {
       const File f = File::open(d_->file(), OpenMode::read);
@@ -358,7 +358,7 @@ TEST_F(FakeCuFile, UnalignedRequestsTakeBounceOrFailWhenStrict) {
   };
   for (const auto& dev : devices()) {
     for (const Unaligned& u : cases) {
-      SCOPED_TRACE(fmt::format("{}: {}", dev->info().kind, u.why));
+      SCOPED_TRACE(fmt::format("{}: {}", to_string(dev->info().kind), u.why));
       DeviceMemory mem(dev, u.dev_off + u.size);
       const File f = File::open(d_->file(), OpenMode::read);
       const PathChoice c = choose_path(f, mem.data() + u.dev_off, u.size, u.off, on(dev));
@@ -382,7 +382,7 @@ TEST_F(FakeCuFile, TmpfsFilesAreRefusedForLackOfODirect) {
   Dir t(Folder::tmpfs, MiB);
   if (!t.ok()) GTEST_SKIP() << t.why();
   for (const auto& dev : devices()) {
-    SCOPED_TRACE(dev->info().kind);
+    SCOPED_TRACE(to_string(dev->info().kind));
     DeviceMemory mem(dev, MiB);
     const File f = File::open(t.file(), OpenMode::read);
     const PathChoice c = choose_path(f, mem.data(), MiB, 0, on(dev));
@@ -405,7 +405,7 @@ TEST_F(FakeCuFile, CapabilityRefusalsFallBackUnderAutoAndFailWhenStrict) {
   for (const auto& dev : devices()) {
     DeviceMemory mem(dev, MiB);
     for (int code : codes) {
-      SCOPED_TRACE(fmt::format("{}: {}", dev->info().kind, code));
+      SCOPED_TRACE(fmt::format("{}: {}", to_string(dev->info().kind), code));
       const std::string name = detail::CuFile::error_name(code);
       {
         test::ScopedEnv fail("FAKE_CUFILE_FAIL", fmt::format("cuFileRead:{}", code));
@@ -439,7 +439,7 @@ TEST_F(FakeCuFile, CapabilityRefusalsFallBackUnderAutoAndFailWhenStrict) {
 
 TEST_F(FakeCuFile, IoErrorsFailWithoutFallback) {
   for (const auto& dev : devices()) {
-    SCOPED_TRACE(dev->info().kind);
+    SCOPED_TRACE(to_string(dev->info().kind));
     DeviceMemory mem(dev, MiB);
     const File f = File::open(d_->file(), OpenMode::read);
     {
@@ -475,7 +475,7 @@ TEST_F(FakeCuFile, IoErrorsFailWithoutFallback) {
 
 TEST_F(FakeCuFile, ShortTransfersAreContinued) {
   for (const auto& dev : devices()) {
-    SCOPED_TRACE(dev->info().kind);
+    SCOPED_TRACE(to_string(dev->info().kind));
     gpu_test::fake_cufile_reset();  // <skip>:<times> count from here
     test::ScopedEnv fail("FAKE_CUFILE_FAIL", "cuFileRead:short:0:3");
     const auto c0 = counters();
@@ -488,7 +488,7 @@ TEST_F(FakeCuFile, ShortTransfersAreContinued) {
 
 TEST_F(FakeCuFile, HandleRegisterRefusalFallsBackNamingTheCall) {
   for (const auto& dev : devices()) {
-    SCOPED_TRACE(dev->info().kind);
+    SCOPED_TRACE(to_string(dev->info().kind));
     test::ScopedEnv fail("FAKE_CUFILE_FAIL", "cuFileHandleRegister:5008");
     const std::uint64_t fell = fallbacks(Fallback::handle_refused);
     const TransferResult r = read_checked(*d_, dev, 0, MiB, 0, on(dev));
@@ -506,7 +506,7 @@ TEST_F(FakeCuFile, ABatchOnOneFileRegistersItOnce) {
   // Entries of one batch run at once on the same File: its cuFile handle must be registered once,
   // and every entry must still go direct.
   for (const auto& dev : devices()) {
-    SCOPED_TRACE(dev->info().kind);
+    SCOPED_TRACE(to_string(dev->info().kind));
     constexpr int entries = 16;
     constexpr std::uint64_t each = 64 << 10;
     DeviceMemory mem(dev, entries * each);
@@ -546,7 +546,7 @@ TEST_F(DriverOpenFails, AutoSaysWhyAndStrictFails) {
   Dir d(Folder::disk, MiB);
   if (!d.ok()) GTEST_SKIP() << d.why();
   for (const auto& dev : devices()) {
-    SCOPED_TRACE(dev->info().kind);
+    SCOPED_TRACE(to_string(dev->info().kind));
     DeviceMemory mem(dev, MiB);
     const File f = File::open(d.file(), OpenMode::read);
     const PathChoice c = choose_path(f, mem.data(), MiB, 0, on(dev));

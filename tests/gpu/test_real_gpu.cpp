@@ -55,7 +55,7 @@ class RealGpu : public ::testing::Test {
 
 TEST_F(RealGpu, DeviceBasics) {
   const DeviceInfo& i = dev_->info();
-  EXPECT_EQ(i.kind, "cuda");
+  EXPECT_EQ(i.kind, DeviceKind::cuda);
   EXPECT_FALSE(i.name.empty());
   EXPECT_GT(i.total_memory, 0U);
   std::cout << "GPU: " << i.name << ", " << i.pci_bus_id << ", " << i.driver << "\n";

@@ -281,7 +281,7 @@ void path_and_reason(const std::string& dir, const ConfigPtr& cfg, std::uint64_t
     }
     return;
   }
-  if (cfg->cache_policy == "auto") {
+  if (cfg->cache_policy == CachePolicy::automatic) {
     // Just written, so (short of memory pressure) cached: tests/cache_policy_test.cpp has the rest.
     EXPECT_TRUE(r.reason.starts_with("page cache held ")) << r.reason;
     return;

@@ -64,10 +64,10 @@ bench::Plan make_plan(const BenchArgs& a) {
   if (a.direct && a.buffered) throw UsageError("--direct and --buffered exclude each other");
   w.direct = !a.buffered && a.gdsio_fd_mode != 1;
   if (!a.cache_policy.empty()) {
-    if (a.direct && a.cache_policy != "bypass") {
+    w.cache_policy = setting_value(&Config::cache_policy, "cache_policy", a.cache_policy);
+    if (a.direct && w.cache_policy != CachePolicy::bypass) {
       throw UsageError(fmt::format("--direct bypasses the page cache; --cache-policy {} contradicts it", a.cache_policy));
     }
-    w.cache_policy = a.cache_policy;
   }
   w.xfer = bench::parse_xfer(a.xfer);
   if (!a.device.empty()) {
@@ -147,7 +147,7 @@ void add_workload_options(CLI::App* c, BenchArgs& a) {
   c->add_option("--cache-policy", a.cache_policy,
                 "reads: bypass (O_DIRECT, the default), auto (blocks the page cache holds buffered, the rest "
                 "O_DIRECT, as sluice read does), use (buffered, as --buffered)")
-      ->check(CLI::IsMember({"auto", "bypass", "use"}));
+      ->check(setting_validator("cache_policy"));
   c->add_option("-O", a.gdsio_fd_mode, "gdsio: 0 O_DIRECT, 1 buffered")->check(CLI::Range(0, 1));
   c->add_flag("--drop-caches", a.drop_caches, "drop the page cache before each run (root; else fadvise per file)");
   c->add_option("--warmup", a.warmup, "seconds to run first and discard");

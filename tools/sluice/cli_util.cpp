@@ -20,6 +20,19 @@ int exit_code(const std::exception& e) noexcept {
   return err != nullptr && err->domain() == ErrorDomain::usage ? exit_usage : exit_failure;
 }
 
+CLI::Validator setting_validator(std::string setting) {
+  return CLI::Validator(
+      [setting](std::string& value) -> std::string {
+        try {
+          Config().set(setting, value);
+          return {};
+        } catch (const Error& e) {
+          return e.detail();
+        }
+      },
+      "VALUE");
+}
+
 CLI::Validator size_validator() {
   return CLI::Validator(
       [](std::string& value) -> std::string {
@@ -67,12 +80,8 @@ std::string summary_json(std::string_view op, const std::string& file, const Tra
 
 TransferTarget TransferTarget::from_args(const std::string& device, const std::string& path) {
   TransferTarget t;
-  std::optional<Path> p;
-  if (path != "auto") {
-    p = parse_path(path);
-    if (!p) throw UsageError(fmt::format("--path: unknown path '{}' (expected auto, direct, bounce, posix or host)", path));
-    t.options.path = p;
-  }
+  const std::optional<Path> p = forced_path(setting_value(&Config::path, "path", path));
+  t.options.path = p;
   const bool gpu_path = p && *p != Path::host;
   if (!device.empty()) {
     t.device = open_device(device);
@@ -108,7 +117,8 @@ void add_target_options(CLI::App* cmd, std::string& device, std::string& path) {
                   "put the bytes in GPU memory: auto (first CUDA GPU, else sim), sim, cuda:N "
                   "(default: host memory unless --path names a GPU path)");
   cmd->add_option("--path", path, "transfer path: auto | direct | bounce | posix | host")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(setting_validator("path"));
 }
 
 void add_cache_policy_option(CLI::App* cmd, std::string& policy) {
@@ -116,7 +126,7 @@ void add_cache_policy_option(CLI::App* cmd, std::string& policy) {
                   "reads and the page cache: auto (what the cache holds through it, the rest O_DIRECT), "
                   "bypass (O_DIRECT regardless), use (buffered regardless); default: the configuration's "
                   "cache_policy (SLUICE_CACHE_POLICY, else auto)")
-      ->check(CLI::IsMember({"auto", "bypass", "use"}));
+      ->check(setting_validator("cache_policy"));
 }
 
 void apply_cache_policy(const std::string& policy) {

@@ -26,6 +26,18 @@ struct UsageError : std::runtime_error {
 /// the usage domain (errno EINVAL from the caller's input), exit_failure for anything else.
 [[nodiscard]] int exit_code(const std::exception& e) noexcept;
 
+/// CLI11 validator for a flag that takes a configuration setting's values ("cache_policy"):
+/// the configuration's parser decides, so the flag and the setting accept the same spellings.
+CLI::Validator setting_validator(std::string setting);
+/// The typed value of `setting` spelled `text`, parsed by the configuration (a usage Error
+/// naming the setting otherwise); `field` is the Config member that receives it.
+template <typename T>
+T setting_value(T Config::*field, const std::string& setting, const std::string& text) {
+  Config c;
+  c.set(setting, text);
+  return c.*field;
+}
+
 /// CLI11 validator/transformer for sizes with units ("4K", "1MiB", "2G").
 CLI::Validator size_validator();
 std::uint64_t to_size(const std::string& text, const char* option);

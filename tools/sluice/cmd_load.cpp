@@ -107,10 +107,7 @@ int run_load(const LoadArgs& a) {
   if (o.max_read == 0 || o.inflight_bytes == 0) throw UsageError("--max-read and --inflight must be larger than 0");
   o.tensors = a.tensors;
 
-  if (a.path != "auto") {
-    o.path = parse_path(a.path);
-    if (!o.path) throw UsageError(fmt::format("--path: unknown path '{}' (expected auto, direct, bounce, posix or host)", a.path));
-  }
+  o.path = forced_path(setting_value(&Config::path, "path", a.path));
   if (a.memory == "device") {
     o.target = LoadTarget::device;
   } else if (a.memory == "pinned") {
@@ -125,7 +122,7 @@ int run_load(const LoadArgs& a) {
     o.target = LoadTarget::pageable_host;
   }
   if (o.target != LoadTarget::pageable_host || !a.device.empty()) {
-    o.device = open_device(expand_placeholders(a.device.empty() ? config()->device : a.device, env));
+    o.device = a.device.empty() ? open_device(config()->device) : open_device(expand_placeholders(a.device, env));
   }
 
   const Checkpoint cp = Checkpoint::open(a.paths);
@@ -233,7 +230,9 @@ Runner add_load_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("load", "Load safetensors and .npy files (or a sharded checkpoint) into GPU or host memory");
   cmd->add_option("PATH", args->paths, "files, a *.safetensors.index.json, or folders")->required();
   cmd->add_option("--device", args->device, "the GPU: auto (first CUDA GPU, else sim), sim, cuda:N (default: configured device)");
-  cmd->add_option("--path", args->path, "transfer path: auto | direct | bounce | posix | host")->capture_default_str();
+  cmd->add_option("--path", args->path, "transfer path: auto | direct | bounce | posix | host")
+      ->capture_default_str()
+      ->check(setting_validator("path"));
   cmd->add_option("--memory", args->memory, "where tensors go: device | pinned | host")->capture_default_str();
   add_cache_policy_option(cmd, args->cache_policy);
   cmd->add_option("--tensors", args->tensors, "load only these tensors (comma-separated names)")->delimiter(',');

@@ -67,9 +67,9 @@ std::uint64_t auto_piece(const File& file, std::uint64_t offset, std::uint64_t l
   const std::uint64_t chunk = device ? cfg.bounce_buffer_size : cfg.io_size;
   const std::uint64_t from_cache = 4 * chunk;
   const std::uint64_t from_device = std::max<std::uint64_t>(16 * chunk, 64 * MiB);
-  if (cfg.cache_policy == "use" || !cfg.direct_io || !file.has_direct()) return from_cache;
+  if (cfg.cache_policy == CachePolicy::use || !cfg.direct_io || !file.has_direct()) return from_cache;
   const std::uint64_t size = file.size();
-  if (cfg.cache_policy == "bypass" || offset >= size || length == 0) return from_device;
+  if (cfg.cache_policy == CachePolicy::bypass || offset >= size || length == 0) return from_device;
   // 16 samples of 64 KiB across the range: probing a whole warm GiB takes the kernel ~25 ms.
   const std::uint64_t n = std::min(length, size - offset);
   const ResidencyProbe probe(file.fd(), offset, n);

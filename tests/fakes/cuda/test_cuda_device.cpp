@@ -112,7 +112,7 @@ TEST_F(CudaFake, AvailableWithTwoDevices) {
 
 TEST_F(CudaFake, Info) {
   const DeviceInfo& i = dev_->info();
-  EXPECT_EQ(i.kind, "cuda");
+  EXPECT_EQ(i.kind, DeviceKind::cuda);
   EXPECT_EQ(i.ordinal, 0);
   EXPECT_EQ(i.name, "Fake CUDA Device 0");
   EXPECT_EQ(i.total_memory, std::uint64_t{16} << 30);
