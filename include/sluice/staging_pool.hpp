@@ -73,7 +73,11 @@ class StagingPool {
 };
 
 /// The process-wide host staging pool: `staging_buffers` buffers of `io_size`, from the
-/// configuration at first use.
+/// configuration at first use. Made (and its memory mapped and faulted in: 64 MiB by default)
+/// only when a transfer needs staging, never just to learn its buffer size.
 StagingPool& host_staging_pool();
+/// The host staging pool's buffer size: the pool's once it exists, else the `io_size` it would
+/// be made with now.
+std::size_t host_staging_buffer_size();
 
 }  // namespace sluice

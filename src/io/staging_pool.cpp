@@ -77,13 +77,24 @@ unsigned StagingPool::waiters() const {
   return waiters_;
 }
 
+namespace {
+std::atomic<StagingPool*> host_pool{nullptr};
+}  // namespace
+
 StagingPool& host_staging_pool() {
   // Leaked on purpose: pool threads may still use it while static destructors run.
-  static auto* pool = [] {
+  static StagingPool* const pool = [] {
     auto cfg = config();
-    return new StagingPool(cfg->staging_buffers, cfg->io_size);
+    auto* p = new StagingPool(cfg->staging_buffers, cfg->io_size);
+    host_pool.store(p, std::memory_order_release);
+    return p;
   }();
   return *pool;
+}
+
+std::size_t host_staging_buffer_size() {
+  const StagingPool* p = host_pool.load(std::memory_order_acquire);
+  return p != nullptr ? p->buffer_size() : config()->io_size;
 }
 
 }  // namespace sluice
