@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -13,6 +14,7 @@
 
 #include "cli_util.hpp"
 #include "commands.hpp"
+#include "sluice/error.hpp"
 #include "sluice/stats.hpp"
 
 namespace sluice::cli {
@@ -163,7 +165,8 @@ std::vector<PublishedStats> collect(const StatsArgs& a) {
   }
   std::string error;
   auto s = read_published(a.pid, &error);
-  if (!s) throw std::runtime_error(error);
+  // ESRCH: no such publisher (the detail says which of the reasons read_published found).
+  if (!s) throw Error(ErrorDomain::os, ESRCH, {.op = "stats"}, error);
   return {std::move(*s)};
 }
 
