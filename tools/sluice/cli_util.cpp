@@ -42,6 +42,19 @@ CLI::Validator size_validator() {
       "SIZE");
 }
 
+CLI::Validator duration_transformer() {
+  return CLI::Validator(
+      [](std::string& value) -> std::string {
+        try {
+          value = fmt::format("{}", parse_seconds(value, "duration"));
+          return {};
+        } catch (const Error& e) {
+          return e.detail();
+        }
+      },
+      "DURATION");
+}
+
 std::uint64_t to_size(const std::string& text, const char* option) {
   auto v = parse_size(text);
   if (!v) throw UsageError(fmt::format("{}: '{}' is not a size (try 4096, 4K, 1M, 2G)", option, text));

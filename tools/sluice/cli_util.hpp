@@ -9,6 +9,7 @@
 #include "sluice/device.hpp"
 #include "sluice/host_memory.hpp"
 #include "sluice/transfer.hpp"
+#include "sluice/units.hpp"
 
 namespace sluice::cli {
 
@@ -41,6 +42,9 @@ T setting_value(T Config::*field, const std::string& setting, const std::string&
 /// CLI11 validator/transformer for sizes with units ("4K", "1MiB", "2G").
 CLI::Validator size_validator();
 std::uint64_t to_size(const std::string& text, const char* option);
+/// CLI11 transformer for a duration held as seconds (a double option): "500ms", "2m" or a bare
+/// number of seconds (parse_duration's spellings) becomes the number of seconds.
+CLI::Validator duration_transformer();
 
 /// User + system CPU seconds used by this process so far.
 double cpu_seconds();
