@@ -4,6 +4,7 @@
 
 #include <limits>
 
+#include "sluice/device.hpp"
 #include "sluice/error.hpp"
 
 namespace sluice {
@@ -132,6 +133,20 @@ TEST(ParseDuration, ErrorsNameTheOption) {
     ADD_FAILURE() << "a negative duration was accepted";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("negative"), std::string::npos) << e.what();
+  }
+}
+
+TEST(ParseMemoryKind, CanonicalNamesAliasesAndPrintedNames) {
+  for (const char* s : {"device", "gpu"}) EXPECT_EQ(parse_memory_kind(s), MemoryKind::device) << s;
+  for (const char* s : {"pinned", "pinned-host", "pinned_host"}) EXPECT_EQ(parse_memory_kind(s), MemoryKind::pinned_host) << s;
+  for (const char* s : {"pageable", "host", "pageable-host", "pageable_host"}) {
+    EXPECT_EQ(parse_memory_kind(s), MemoryKind::pageable_host) << s;
+  }
+  for (auto k : {MemoryKind::device, MemoryKind::pinned_host, MemoryKind::pageable_host}) {
+    EXPECT_EQ(parse_memory_kind(to_string(k)), k) << to_string(k);  // printed kinds read back
+  }
+  for (const char* s : {"", "Device", "pin", "cuda", "managed", "host "}) {
+    EXPECT_EQ(parse_memory_kind(s), std::nullopt) << "'" << s << "'";
   }
 }
 

@@ -452,6 +452,7 @@ TEST_F(BenchCli, BadArgumentsExitTwoWithAMessage) {
       {fmt::format("--file {} --time=-3s", f()), "--time: a duration cannot be negative"},
       {fmt::format("--file {} --warmup 2days", f()), "--warmup: '2days' is not a duration"},
       {fmt::format("--file {} --sample-interval 1x", f()), "--sample-interval: '1x' is not a duration"},
+      {fmt::format("--file {} --memory nowhere", f()), "--memory: unknown memory 'nowhere'"},
   };
   for (const auto& c : cases) {
     const CliRun r = bench(c.args);

@@ -9,18 +9,6 @@
 #include "sluice/error.hpp"
 
 namespace sluice::cli {
-namespace {
-
-MemoryKind parse_memory(const std::string& m) {
-  if (m == "device" || m == "gpu") return MemoryKind::device;
-  if (m == "pinned" || m == "pinned-host" || m == "pinned_host") return MemoryKind::pinned_host;
-  if (m == "pageable" || m == "host" || m == "pageable-host" || m == "pageable_host") {
-    return MemoryKind::pageable_host;
-  }
-  throw UsageError(fmt::format("--memory: unknown memory kind '{}' (expected device, pinned or pageable)", m));
-}
-
-}  // namespace
 
 bench::Plan make_plan(const BenchArgs& a) {
   bench::Plan plan;
@@ -56,7 +44,7 @@ bench::Plan make_plan(const BenchArgs& a) {
     w.device = fmt::format("cuda:{}", a.gpu_index);
   }
   if (!a.memory.empty()) {
-    w.memory = parse_memory(a.memory);
+    w.memory = memory_option(a.memory);
   } else if (a.gdsio_memory >= 0) {
     static constexpr MemoryKind gdsio_kinds[] = {MemoryKind::device, MemoryKind::device, MemoryKind::pinned_host,
                                                  MemoryKind::pageable_host, MemoryKind::pageable_host};
@@ -138,7 +126,7 @@ void add_workload_options(CLI::App* c, BenchArgs& a) {
       ->capture_default_str();
   c->add_option("--device", a.device, "auto | sim | cuda:N | cuda:0,1 (threads round-robin)");
   c->add_option("-d", a.gpu_index, "gdsio: GPU index (cuda:N); --device wins");
-  c->add_option("--memory", a.memory, "device | pinned | pageable (GPU types; default device)");
+  c->add_option("--memory", a.memory, memory_option_help("GPU types; default device"));
   c->add_option("-m", a.gdsio_memory, "gdsio memory type: 0 cudaMalloc, 1 cuMem, 2 cudaMallocHost, 3 malloc, 4 mmap");
   c->add_option("--numa-node,-n", a.numa_node, "run the threads on this NUMA node's CPUs");
   c->add_flag("--strict", a.strict, "gpu-direct types fail (with the reason) instead of falling back");

@@ -55,6 +55,15 @@ CLI::Validator duration_transformer() {
       "DURATION");
 }
 
+MemoryKind memory_option(const std::string& text) {
+  if (auto k = parse_memory_kind(text)) return *k;
+  throw UsageError(fmt::format("--memory: unknown memory '{}' (expected device, pinned or pageable; host is pageable)", text));
+}
+
+std::string memory_option_help(std::string_view note) {
+  return fmt::format("where the bytes go: device | pinned | pageable (host = pageable; {})", note);
+}
+
 std::uint64_t to_size(const std::string& text, const char* option) {
   auto v = parse_size(text);
   if (!v) throw UsageError(fmt::format("{}: '{}' is not a size (try 4096, 4K, 1M, 2G)", option, text));

@@ -27,7 +27,7 @@ struct LoadArgs {
   std::vector<std::string> paths;
   std::string device;
   std::string path = "auto";
-  std::string memory = "device";
+  std::string memory;  // empty: device (pageable host under --path host)
   std::vector<std::string> tensors;
   int rank = -1;
   int world = -1;
@@ -84,6 +84,21 @@ std::unique_ptr<Communicator> load_communicator(const ClusterEnv& env) {
   return nullptr;
 }
 
+// The memory tensors go to: --memory (default device), pageable host memory under --path host.
+LoadTarget load_target(const LoadArgs& a, std::optional<Path> path) {
+  const MemoryKind memory = a.memory.empty() ? MemoryKind::device : memory_option(a.memory);
+  if (path == Path::host && memory == MemoryKind::device) {
+    if (!a.memory.empty() || !a.device.empty()) throw UsageError("--path host loads into host memory, not --memory device");
+    return LoadTarget::pageable_host;
+  }
+  switch (memory) {
+    case MemoryKind::device: return LoadTarget::device;
+    case MemoryKind::pinned_host: return LoadTarget::pinned_host;
+    case MemoryKind::pageable_host: return LoadTarget::pageable_host;
+  }
+  return LoadTarget::device;
+}
+
 int run_load(const LoadArgs& a) {
   LoadOptions o;
   apply_cache_policy(a.cache_policy);
@@ -108,19 +123,7 @@ int run_load(const LoadArgs& a) {
   o.tensors = a.tensors;
 
   o.path = forced_path(setting_value(&Config::path, "path", a.path));
-  if (a.memory == "device") {
-    o.target = LoadTarget::device;
-  } else if (a.memory == "pinned") {
-    o.target = LoadTarget::pinned_host;
-  } else if (a.memory == "host") {
-    o.target = LoadTarget::pageable_host;
-  } else {
-    throw UsageError(fmt::format("--memory: unknown memory '{}' (expected device, pinned or host)", a.memory));
-  }
-  if (o.path == Path::host && o.target == LoadTarget::device) {
-    if (a.memory != "device" || !a.device.empty()) throw UsageError("--path host loads into host memory, not --memory device");
-    o.target = LoadTarget::pageable_host;
-  }
+  o.target = load_target(a, o.path);
   if (o.target != LoadTarget::pageable_host || !a.device.empty()) {
     o.device = a.device.empty() ? open_device(config()->device) : open_device(expand_placeholders(a.device, env));
   }
@@ -233,7 +236,7 @@ Runner add_load_command(CLI::App& app) {
   cmd->add_option("--path", args->path, "transfer path: auto | direct | bounce | posix | host")
       ->capture_default_str()
       ->check(setting_validator("path"));
-  cmd->add_option("--memory", args->memory, "where tensors go: device | pinned | host")->capture_default_str();
+  cmd->add_option("--memory", args->memory, memory_option_help("default device; pageable under --path host"));
   add_cache_policy_option(cmd, args->cache_policy);
   cmd->add_option("--tensors", args->tensors, "load only these tensors (comma-separated names)")->delimiter(',');
   cmd->add_option("--rank", args->rank, "this process's rank (with --world)");
