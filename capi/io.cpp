@@ -10,6 +10,8 @@
 #include <cstdint>
 #include <cstdlib>
 #include <new>
+#include <optional>
+#include <string>
 
 #include "exports.hpp"
 #include "log.hpp"
@@ -58,15 +60,9 @@ IoOutcome os_error(int err_no) {
   return {-1, err_no};
 }
 
-IoOutcome run(const IoRequest& r, std::string_view api) {
-  State& s = State::get();
-  if (const CUfileError_t st = s.ensure_open(); st.err != CU_FILE_SUCCESS)
-    return cufile_error(st.err);
-  const std::shared_ptr<Handle> h = s.find_handle(r.fh);
-  if (!h) {
-    log(LogLevel::info, "{}: handle {} is not registered", api, r.fh);
-    return cufile_error(CU_FILE_HANDLE_NOT_REGISTERED);
-  }
+// The refusal of a request whose buffer, offsets or size cannot work, or that runs past the
+// buffer's registered length; nullopt when they are usable.
+std::optional<IoOutcome> refuse_range(State& s, const IoRequest& r, std::string_view api) {
   const auto size = static_cast<std::uint64_t>(r.size);
   const auto base = reinterpret_cast<std::uintptr_t>(r.base);
   if (r.base == nullptr || r.file_offset < 0 || r.buf_offset < 0 || r.size > SSIZE_MAX ||
@@ -85,17 +81,52 @@ IoOutcome run(const IoRequest& r, std::string_view api) {
         api, r.size, r.buf_offset, len, r.base);
     return cufile_error(CU_FILE_INVALID_MAPPING_RANGE);
   }
-  if (r.size == 0) return {0, 0};
+  return std::nullopt;
+}
 
-  // Sluice reads through its own descriptors; the caller's must still be open on the same file,
-  // as it would have to be for cuFile.
+// EBADF when the handle's descriptor no longer names its file or was not opened for the
+// transfer's direction. Sluice reads through its own descriptors; the caller's must still be
+// open on the same file, as it would have to be for cuFile.
+std::optional<IoOutcome> refuse_descriptor(const Handle& h, const IoRequest& r, std::string_view api) {
   struct stat st {};
-  if (::fstat(h->fd, &st) != 0 || st.st_dev != h->dev || st.st_ino != h->ino) {
-    log(LogLevel::info, "{}: fd {} of handle {} is closed or no longer {}", api, h->fd, h->id,
-        h->name);
+  if (::fstat(h.fd, &st) != 0 || st.st_dev != h.dev || st.st_ino != h.ino) {
+    log(LogLevel::info, "{}: fd {} of handle {} is closed or no longer {}", api, h.fd, h.id, h.name);
     return os_error(EBADF);
   }
-  if (r.write ? !h->file.writable() : !h->file.readable()) return os_error(EBADF);
+  if (r.write ? !h.file.writable() : !h.file.readable()) return os_error(EBADF);
+  return std::nullopt;
+}
+
+// Device memory with direct allowed, where libcufile would be this library: bounce (with `note`
+// saying why), or IO_NOT_SUPPORTED when the path must be direct.
+std::optional<IoOutcome> avoid_self_direct(MemoryKind kind, TransferOptions& opt, std::string& note,
+                                           std::string_view api) {
+  if (kind != MemoryKind::device) return std::nullopt;
+  const PathSetting want = config()->path;
+  if (want != PathSetting::automatic && want != PathSetting::direct) return std::nullopt;
+  const LoaderTarget& t = loader_target();
+  if (!t.is_self) return std::nullopt;
+  if (want == PathSetting::direct) {
+    log(LogLevel::info, "{}: path direct requested but {}", api, t.reason);
+    return cufile_error(CU_FILE_IO_NOT_SUPPORTED);
+  }
+  opt.path = Path::bounce;
+  note = "auto: direct unavailable: " + t.reason + "; ";
+  return std::nullopt;
+}
+
+IoOutcome run(const IoRequest& r, std::string_view api) {
+  State& s = State::get();
+  if (const CUfileError_t st = s.ensure_open(); st.err != CU_FILE_SUCCESS)
+    return cufile_error(st.err);
+  const std::shared_ptr<Handle> h = s.find_handle(r.fh);
+  if (!h) {
+    log(LogLevel::info, "{}: handle {} is not registered", api, r.fh);
+    return cufile_error(CU_FILE_HANDLE_NOT_REGISTERED);
+  }
+  if (auto refused = refuse_range(s, r, api)) return *refused;
+  if (r.size == 0) return {0, 0};
+  if (auto refused = refuse_descriptor(*h, r, api)) return *refused;
 
   const std::shared_ptr<Device> dev = s.device();
   if (!dev) return cufile_error(CU_FILE_DRIVER_CLOSING);
@@ -104,22 +135,10 @@ IoOutcome run(const IoRequest& r, std::string_view api) {
   opt.device = dev;
   std::string note;
   const MemoryKind kind = dev->pointer_kind(buf);
-  if (kind == MemoryKind::device) {
-    const PathSetting want = config()->path;
-    if (want == PathSetting::automatic || want == PathSetting::direct) {
-      const LoaderTarget& t = loader_target();
-      if (t.is_self) {
-        if (want == PathSetting::direct) {
-          log(LogLevel::info, "{}: path direct requested but {}", api, t.reason);
-          return cufile_error(CU_FILE_IO_NOT_SUPPORTED);
-        }
-        opt.path = Path::bounce;
-        note = "auto: direct unavailable: " + t.reason + "; ";
-      }
-    }
-  }
-  const bool unaligned = (base + static_cast<std::uint64_t>(r.buf_offset)) % 4096 != 0 ||
+  if (auto refused = avoid_self_direct(kind, opt, note, api)) return *refused;
+  const bool unaligned = reinterpret_cast<std::uintptr_t>(buf) % 4096 != 0 ||
                          r.file_offset % 4096 != 0 || r.size % 4096 != 0;
+  const auto size = static_cast<std::uint64_t>(r.size);
 
   const auto t0 = std::chrono::steady_clock::now();
   IoOutcome out;

@@ -276,7 +276,13 @@ TEST(FaultSpec, ParsesEveryKeyAndRefusesBadItems) {
   EXPECT_EQ(f.only, IoOp::write);
   EXPECT_EQ(f.log, "/x");
   EXPECT_EQ(parse_faults("").eio, 0);
-  for (const char* bad : {"eio", "eio=2", "eio=-0.1", "eio=x", "nosuch=1", "delay=0.1:5h", "only=both",
+  // The delay takes the durations of every option (units.hpp), to the microsecond.
+  EXPECT_EQ(parse_faults("delay=0.1:250us").delay_for, std::chrono::microseconds(250));
+  EXPECT_EQ(parse_faults("delay=0.1:1.5ms").delay_for, std::chrono::microseconds(1500));
+  EXPECT_EQ(parse_faults("delay=0.1:2").delay_for, std::chrono::seconds(2));
+  EXPECT_EQ(parse_faults("delay=0.1:1m").delay_for, std::chrono::minutes(1));
+  for (const char* bad : {"eio", "eio=2", "eio=-0.1", "eio=x", "nosuch=1", "delay=0.1:5x", "delay=0.1:-1ms",
+                          "delay=0.1:", "only=both",
                           "seed=abc", "eio=0.6,eagain=0.6"}) {
     const auto e = error_of([&] { (void)parse_faults(bad); });
     ASSERT_TRUE(e) << bad;

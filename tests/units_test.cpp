@@ -4,6 +4,9 @@
 
 #include <limits>
 
+#include "sluice/device.hpp"
+#include "sluice/error.hpp"
+
 namespace sluice {
 namespace {
 
@@ -91,6 +94,60 @@ TEST(Rounding, UpAndDown) {
   static_assert(round_up(0, 512) == 0);
   static_assert(round_down(511, 512) == 0);
   EXPECT_EQ(round_up(1, 1), 1U);
+}
+
+TEST(ParseDuration, EveryUnit) {
+  EXPECT_DOUBLE_EQ(*parse_duration("10"), 10.0);  // a bare number is seconds
+  EXPECT_DOUBLE_EQ(*parse_duration("10s"), 10.0);
+  EXPECT_DOUBLE_EQ(*parse_duration("500us"), 500e-6);
+  EXPECT_DOUBLE_EQ(*parse_duration("250ms"), 0.25);
+  EXPECT_DOUBLE_EQ(*parse_duration("2m"), 120.0);
+  EXPECT_DOUBLE_EQ(*parse_duration("2min"), 120.0);
+  EXPECT_DOUBLE_EQ(*parse_duration("1h"), 3600.0);
+  EXPECT_DOUBLE_EQ(*parse_duration("1.5h"), 5400.0);
+  EXPECT_DOUBLE_EQ(*parse_duration(".5s"), 0.5);
+  EXPECT_DOUBLE_EQ(*parse_duration("1e-3"), 1e-3);
+  EXPECT_DOUBLE_EQ(*parse_duration("0"), 0.0);
+}
+
+TEST(ParseDuration, RejectsJunk) {
+  for (const char* s : {"", "s", "ms", "-1", "-1s", "+1s", " 1s", "1s ", "1 s", "10x", "1sec", "1S",
+                        "1MS", "1hr", "inf", "nan", "1e999", "0x10", "1.5.5s", "1d", "2mm"}) {
+    EXPECT_EQ(parse_duration(s), std::nullopt) << "'" << s << "'";
+  }
+}
+
+TEST(ParseDuration, ErrorsNameTheOption) {
+  EXPECT_DOUBLE_EQ(parse_seconds("500ms", "--time"), 0.5);
+  for (const char* bad : {"5x", "-3s", ""}) {
+    try {
+      (void)parse_seconds(bad, "--stonewall");
+      ADD_FAILURE() << "'" << bad << "' was accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.domain(), ErrorDomain::usage) << bad;
+      EXPECT_EQ(std::string(e.what()).rfind("--stonewall: ", 0), 0U) << e.what();
+    }
+  }
+  try {
+    (void)parse_seconds("-3s", "--time");
+    ADD_FAILURE() << "a negative duration was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("negative"), std::string::npos) << e.what();
+  }
+}
+
+TEST(ParseMemoryKind, CanonicalNamesAliasesAndPrintedNames) {
+  for (const char* s : {"device", "gpu"}) EXPECT_EQ(parse_memory_kind(s), MemoryKind::device) << s;
+  for (const char* s : {"pinned", "pinned-host", "pinned_host"}) EXPECT_EQ(parse_memory_kind(s), MemoryKind::pinned_host) << s;
+  for (const char* s : {"pageable", "host", "pageable-host", "pageable_host"}) {
+    EXPECT_EQ(parse_memory_kind(s), MemoryKind::pageable_host) << s;
+  }
+  for (auto k : {MemoryKind::device, MemoryKind::pinned_host, MemoryKind::pageable_host}) {
+    EXPECT_EQ(parse_memory_kind(to_string(k)), k) << to_string(k);  // printed kinds read back
+  }
+  for (const char* s : {"", "Device", "pin", "cuda", "managed", "host "}) {
+    EXPECT_EQ(parse_memory_kind(s), std::nullopt) << "'" << s << "'";
+  }
 }
 
 }  // namespace

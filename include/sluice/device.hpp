@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -25,6 +26,10 @@ enum class MemoryKind : std::uint8_t {
 };
 
 [[nodiscard]] std::string_view to_string(MemoryKind k) noexcept;
+/// A memory kind as every command's --memory spells it: device (or gpu), pinned (pinned-host,
+/// pinned_host), pageable (host, pageable-host, pageable_host); to_string's spellings too ("pinned
+/// host"), so printed kinds read back. nullopt for anything else.
+[[nodiscard]] std::optional<MemoryKind> parse_memory_kind(std::string_view text) noexcept;
 
 /// What a device is (an opened one: the setting's "auto" has resolved to one of these).
 enum class DeviceKind : std::uint8_t { sim, cuda };

@@ -38,7 +38,7 @@ struct RandomFaults {
 };
 
 /// Parses SLUICE_FAULTS: comma-separated `eio=P`, `enospc=P`, `eagain=P`, `eintr=P`, `short=P`,
-/// `delay=P[:DURATION]` (DURATION like 500us, 2ms; default 1ms), `seed=N`, `only=read|write`,
+/// `delay=P[:DURATION]` (DURATION as parse_duration reads it: 500us, 2ms, 1s; default 1ms), `seed=N`, `only=read|write`,
 /// `log=FILE`. Throws a usage Error naming SLUICE_FAULTS and the item it cannot read.
 [[nodiscard]] RandomFaults parse_faults(std::string_view spec);
 

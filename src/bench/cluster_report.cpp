@@ -10,6 +10,7 @@
 #include "sluice/bench_cluster.hpp"
 #include "sluice/bench_report.hpp"
 #include "sluice/error.hpp"
+#include "worker.hpp"
 
 namespace sluice::bench {
 namespace {
@@ -123,12 +124,11 @@ RankRun rank_run_from_wire(std::string_view text) {
   }
 }
 
-ClusterRun aggregate_ranks(const std::vector<RankRun>& ranks, const std::string& stonewall_mode) {
-  if (ranks.empty()) throw_usage_error({.op = "bench"}, "no rank results to combine");
-  ClusterRun c;
-  c.world_size = static_cast<int>(ranks.size());
-  RunResult& a = c.aggregate;
-  const RunResult& first = ranks.front().result;
+namespace {
+
+// The aggregate's description of the phase, from the first rank's (every rank ran the same).
+RunResult aggregate_header(const RunResult& first) {
+  RunResult a;
   a.xfer = first.xfer;
   a.rw = first.rw;
   a.phase = first.phase;
@@ -138,96 +138,112 @@ ClusterRun aggregate_ranks(const std::vector<RankRun>& ranks, const std::string&
   a.iodepth = first.iodepth;
   a.memory = first.memory;
   a.verified = true;
+  return a;
+}
+
+RankRow row_of(const RankRun& rr) {
+  const RunResult& r = rr.result;
+  return {.rank = rr.rank,
+          .host = rr.host,
+          .local_rank = rr.local_rank,
+          .device = r.device,
+          .bytes = r.bytes,
+          .ios = r.ios,
+          .start = r.start_unix,
+          .end = r.end_unix,
+          .seconds = r.seconds,
+          .gib_per_s = r.gib_per_s(),
+          .iops = r.iops(),
+          .p50_us = us(r.latency.value_at_percentile(50)),
+          .p99_us = us(r.latency.value_at_percentile(99)),
+          .max_us = us(r.latency.max()),
+          .error = r.error};
+}
+
+// Sums and merges one rank's result into the aggregate; the first failure names its rank.
+void add_to_aggregate(RunResult& a, const RankRun& rr, detail::PathCounts& paths) {
+  const RunResult& r = rr.result;
+  a.bytes += r.bytes;
+  a.ios += r.ios;
+  a.dataset_bytes += r.dataset_bytes;
+  a.cpu_user_s += r.cpu_user_s;
+  a.cpu_sys_s += r.cpu_sys_s;
+  a.latency.merge(r.latency);
+  a.clat.merge(r.clat);
+  a.reads.merge(r.reads);
+  a.writes.merge(r.writes);
+  a.fell_back = a.fell_back || r.fell_back;
+  a.verified = a.verified && r.verified;
+  for (const auto& p : r.paths) paths[{p.path, p.reason}] += p.ios;
+  if (!r.error.empty() && a.error.empty()) {
+    a.error = fmt::format("rank {} on {}: {}", rr.rank, rr.host, r.error);
+  }
+}
+
+Slowest slowest_of(const std::vector<RankRow>& rows) {
+  std::vector<double> rates;
+  for (const RankRow& row : rows) rates.push_back(row.gib_per_s);
+  const auto slow = std::min_element(
+      rows.begin(), rows.end(),
+      [](const RankRow& x, const RankRow& y) { return x.gib_per_s < y.gib_per_s; });
+  Slowest s;
+  s.rank = slow->rank;
+  s.host = slow->host;
+  s.gib_per_s = slow->gib_per_s;
+  s.median_gib_per_s = median(rates);
+  s.gap_pct = s.median_gib_per_s > 0 ? 100 * (s.median_gib_per_s - slow->gib_per_s) / s.median_gib_per_s : 0;
+  return s;
+}
+
+StonewallFigures stonewall_of(const std::vector<RankRun>& ranks, const ClusterRun& c,
+                              const std::string& mode) {
+  StonewallFigures s;
+  s.mode = mode;
+  double stop = c.window_start;
+  for (const RankRun& rr : ranks) {
+    const RunResult& r = rr.result;
+    // A rank that finished before the stonewall counts whole.
+    s.stonewalled_bytes += r.stopped_bytes.value_or(r.bytes);
+    stop = std::max(stop, r.stopped_bytes ? r.start_unix + r.stopped_s : r.end_unix);
+  }
+  s.seconds = stop - c.window_start;
+  s.stonewalled_gib_per_s = gibps(s.stonewalled_bytes, s.seconds);
+  s.completed_bytes = c.aggregate.bytes;
+  s.completed_gib_per_s = gibps(c.aggregate.bytes, c.aggregate.seconds);
+  return s;
+}
+
+}  // namespace
+
+ClusterRun aggregate_ranks(const std::vector<RankRun>& ranks, const std::string& stonewall_mode) {
+  if (ranks.empty()) throw_usage_error({.op = "bench"}, "no rank results to combine");
+  ClusterRun c;
+  c.world_size = static_cast<int>(ranks.size());
+  const RunResult& first = ranks.front().result;
+  c.aggregate = aggregate_header(first);
+  RunResult& a = c.aggregate;
   c.window_start = first.start_unix;
   c.window_end = first.end_unix;
   std::set<std::string> hosts, devices;
-  std::map<std::pair<std::string, std::string>, std::uint64_t> paths;
-  std::vector<double> rates;
+  detail::PathCounts paths;
   for (const RankRun& rr : ranks) {
-    const RunResult& r = rr.result;
     hosts.insert(rr.host);
-    if (!r.device.empty()) devices.insert(r.device);
-    c.window_start = std::min(c.window_start, r.start_unix);
-    c.window_end = std::max(c.window_end, r.end_unix);
-    a.bytes += r.bytes;
-    a.ios += r.ios;
-    a.dataset_bytes += r.dataset_bytes;
-    a.cpu_user_s += r.cpu_user_s;
-    a.cpu_sys_s += r.cpu_sys_s;
-    a.latency.merge(r.latency);
-    a.clat.merge(r.clat);
-    a.reads.merge(r.reads);
-    a.writes.merge(r.writes);
-    a.fell_back = a.fell_back || r.fell_back;
-    a.verified = a.verified && r.verified;
-    for (const auto& p : r.paths) paths[{p.path, p.reason}] += p.ios;
-    if (!r.error.empty() && a.error.empty()) {
-      a.error = fmt::format("rank {} on {}: {}", rr.rank, rr.host, r.error);
-    }
-    RankRow row{.rank = rr.rank,
-                .host = rr.host,
-                .local_rank = rr.local_rank,
-                .device = r.device,
-                .bytes = r.bytes,
-                .ios = r.ios,
-                .start = r.start_unix,
-                .end = r.end_unix,
-                .seconds = r.seconds,
-                .gib_per_s = r.gib_per_s(),
-                .iops = r.iops(),
-                .p50_us = us(r.latency.value_at_percentile(50)),
-                .p99_us = us(r.latency.value_at_percentile(99)),
-                .max_us = us(r.latency.max()),
-                .error = r.error};
-    rates.push_back(row.gib_per_s);
-    c.ranks.push_back(std::move(row));
-    c.rank_results.push_back(r);
+    if (!rr.result.device.empty()) devices.insert(rr.result.device);
+    c.window_start = std::min(c.window_start, rr.result.start_unix);
+    c.window_end = std::max(c.window_end, rr.result.end_unix);
+    add_to_aggregate(a, rr, paths);
+    c.ranks.push_back(row_of(rr));
+    c.rank_results.push_back(rr.result);
   }
   c.hosts = static_cast<int>(hosts.size());
   a.seconds = c.window_end - c.window_start;
   a.start_unix = c.window_start;
   a.end_unix = c.window_end;
-  for (const auto& [k, n] : paths) a.paths.push_back({k.first, k.second, n});
-  std::stable_sort(a.paths.begin(), a.paths.end(),
-                   [](const PathShare& x, const PathShare& y) { return x.ios > y.ios; });
-  if (!a.paths.empty()) {
-    a.path = a.paths[0].path;
-    a.reason = a.paths[0].reason;
-    if (a.paths.size() > 1)
-      a.reason +=
-          fmt::format(" (+{} other path/reason combinations, see paths)", a.paths.size() - 1);
-  }
+  detail::set_paths(a, paths);
   if (a.fell_back) a.reason = fmt::format("FELL BACK on some ranks: {}", a.reason);
   for (const auto& d : devices) a.device += (a.device.empty() ? "" : ", ") + d;
-
-  const auto slow = std::min_element(
-      c.ranks.begin(), c.ranks.end(),
-      [](const RankRow& x, const RankRow& y) { return x.gib_per_s < y.gib_per_s; });
-  c.slowest.rank = slow->rank;
-  c.slowest.host = slow->host;
-  c.slowest.gib_per_s = slow->gib_per_s;
-  c.slowest.median_gib_per_s = median(rates);
-  c.slowest.gap_pct =
-      c.slowest.median_gib_per_s > 0
-          ? 100 * (c.slowest.median_gib_per_s - slow->gib_per_s) / c.slowest.median_gib_per_s
-          : 0;
-
-  if (!stonewall_mode.empty()) {
-    StonewallFigures s;
-    s.mode = stonewall_mode;
-    double stop = c.window_start;
-    for (const RankRun& rr : ranks) {
-      const RunResult& r = rr.result;
-      // A rank that finished before the stonewall counts whole.
-      s.stonewalled_bytes += r.stopped_bytes.value_or(r.bytes);
-      stop = std::max(stop, r.stopped_bytes ? r.start_unix + r.stopped_s : r.end_unix);
-    }
-    s.seconds = stop - c.window_start;
-    s.stonewalled_gib_per_s = gibps(s.stonewalled_bytes, s.seconds);
-    s.completed_bytes = a.bytes;
-    s.completed_gib_per_s = gibps(a.bytes, a.seconds);
-    c.stonewall = s;
-  }
+  c.slowest = slowest_of(c.ranks);
+  if (!stonewall_mode.empty()) c.stonewall = stonewall_of(ranks, c, stonewall_mode);
   return c;
 }
 

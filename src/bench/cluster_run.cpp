@@ -33,11 +33,9 @@ int rotate_partner(int rank, const std::vector<std::string>& hosts) {
   return (rank + shift) % n;
 }
 
-std::vector<ClusterRun> run_plan_on_cluster(Communicator& comm, const ClusterEnv& where,
-                                            const Plan& plan, const ClusterOptions& options,
-                                            const std::function<void(const ClusterRun&)>& on_phase,
-                                            const ProgressFn& progress,
-                                            std::vector<std::string>* hosts_out) {
+namespace {
+
+void check_options(const Plan& plan, const ClusterOptions& options) {
   if (options.rotate && plan.workload.time_s > 0) {
     throw_usage_error({.op = "bench"},
                       "--rotate needs a size-bound run (no --time): each rank reads exactly "
@@ -51,7 +49,10 @@ std::vector<ClusterRun> run_plan_on_cluster(Communicator& comm, const ClusterEnv
                       "--rotate needs a file per rank: put {rank} in --file (or use --dir "
                       "with {rank})");
   }
-  // Every rank's host, at every rank (--rotate's partner, the report's host list).
+}
+
+// Every rank's host, at every rank (--rotate's partner, the report's host list).
+std::vector<std::string> every_host(Communicator& comm, const ClusterEnv& where) {
   std::string joined;
   for (const auto& h : comm.gather(where.host)) joined += h + '\n';
   joined = comm.broadcast(joined);
@@ -61,82 +62,118 @@ std::vector<ClusterRun> run_plan_on_cluster(Communicator& comm, const ClusterEnv
     hosts.push_back(joined.substr(pos, nl - pos));
     pos = nl + 1;
   }
+  return hosts;
+}
+
+// Threads near the GPU, where sysfs knows its node (an explicit --numa-node wins). Returns the
+// node the threads run on (-1: not bound).
+int bind_near_gpu(Workload& w) {
+  if (w.numa_node >= 0 || w.device.rfind("cuda", 0) != 0 || !uses_gpu(w.xfer)) return w.numa_node;
+  try {
+    w.numa_node = pci_numa_node(open_device(w.device)->info().pci_bus_id);
+  } catch (const Error&) {
+    // The run itself opens the device and reports why it cannot.
+  }
+  return w.numa_node;
+}
+
+// The hooks that keep the ranks in step: --rotate's reads of the partner's files, a barrier at
+// each measured start, the stonewall, and after each phase the gather at rank 0 and its verdict.
+class InStep {
+ public:
+  InStep(Communicator& comm, const ClusterEnv& where, const ClusterEnv& partner, const Plan& plan,
+         const ClusterOptions& options, int numa, const std::function<void(const ClusterRun&)>& on_phase)
+      : comm_(comm), where_(where), partner_(partner), plan_(plan), options_(options), numa_(numa),
+        on_phase_(on_phase),
+        stonewall_mode_(options.stonewall_s > 0 ? "deadline" : options.stonewall_first_done ? "first_done" : "") {}
+
+  PlanHooks hooks() {
+    PlanHooks h;
+    h.before_run = [this](Workload& w, const std::string& phase) { read_partners_files(w, phase); };
+    h.run.at_start = [this] { start(); };
+    if (options_.stonewall_s > 0) {
+      const auto limit = static_cast<std::uint64_t>(options_.stonewall_s * 1e9);
+      h.run.poll = [this, limit](std::uint64_t) { return detail::now_ns() - started_ >= limit; };
+    } else if (options_.stonewall_first_done) {
+      h.run.poll = [this](std::uint64_t) { return comm_.done_raised(); };
+    }
+    h.after_run = [this](RunResult& r) { return after_run(r); };
+    return h;
+  }
+  std::vector<ClusterRun>& runs() { return out_; }
+
+ private:
+  void read_partners_files(Workload& w, const std::string& phase) const {
+    const bool reads_only = phase == "verify" || !does_writes(w.rw);
+    if (!options_.rotate || !reads_only) return;
+    const Workload theirs = expand_workload(plan_.workload, partner_);
+    w.files = theirs.files;
+    w.dir = theirs.dir;
+  }
+
+  void start() {
+    // Armed before the barrier, so no rank can finish before every receive is posted.
+    if (options_.stonewall_s <= 0 && options_.stonewall_first_done) comm_.arm_done();
+    comm_.barrier();
+    started_ = detail::now_ns();
+  }
+
+  bool after_run(RunResult& r) {
+    if (options_.stonewall_first_done) {
+      if (!r.stopped_bytes) comm_.raise_done();  // finished on its own: the others stop
+      comm_.settle_done();
+    }
+    RankRun rr{.rank = where_.rank, .host = where_.host, .local_rank = where_.local_rank, .numa_node = numa_, .result = r};
+    const std::vector<std::string> all = comm_.gather(rank_run_to_wire(rr));
+    std::string verdict;
+    if (comm_.rank() == 0) {
+      std::vector<RankRun> runs;
+      runs.reserve(all.size());
+      for (const auto& s : all) runs.push_back(rank_run_from_wire(s));
+      ClusterRun c = aggregate_ranks(runs, stonewall_mode_);
+      verdict = c.aggregate.error;
+      out_.push_back(std::move(c));
+      if (on_phase_) on_phase_(out_.back());
+    }
+    verdict = comm_.broadcast(verdict);
+    // Every rank stops after a phase that failed anywhere, so none waits in a barrier alone.
+    if (!verdict.empty() && r.error.empty()) r.error = verdict;
+    return verdict.empty();
+  }
+
+  Communicator& comm_;
+  const ClusterEnv& where_;
+  ClusterEnv partner_;
+  const Plan& plan_;
+  const ClusterOptions& options_;
+  int numa_;
+  const std::function<void(const ClusterRun&)>& on_phase_;
+  std::string stonewall_mode_;
+  std::uint64_t started_ = 0;
+  std::vector<ClusterRun> out_;
+};
+
+}  // namespace
+
+std::vector<ClusterRun> run_plan_on_cluster(Communicator& comm, const ClusterEnv& where,
+                                            const Plan& plan, const ClusterOptions& options,
+                                            const std::function<void(const ClusterRun&)>& on_phase,
+                                            const ProgressFn& progress,
+                                            std::vector<std::string>* hosts_out) {
+  check_options(plan, options);
+  const std::vector<std::string> hosts = every_host(comm, where);
   if (hosts_out != nullptr) *hosts_out = hosts;
 
   Plan mine = plan;
   mine.workload = expand_workload(plan.workload, where);
-  int numa = mine.workload.numa_node;
-  // Threads near the GPU, where sysfs knows its node (an explicit --numa-node wins).
-  if (numa < 0 && mine.workload.device.rfind("cuda", 0) == 0 && uses_gpu(mine.workload.xfer)) {
-    try {
-      numa = pci_numa_node(open_device(mine.workload.device)->info().pci_bus_id);
-      mine.workload.numa_node = numa;
-    } catch (const Error&) {
-      // The run itself opens the device and reports why it cannot.
-    }
-  }
-
+  const int numa = bind_near_gpu(mine.workload);
   ClusterEnv partner = where;
   partner.rank = rotate_partner(where.rank, hosts);
   partner.host = hosts[static_cast<std::size_t>(partner.rank)];
 
-  std::vector<ClusterRun> out;
-  PlanHooks hooks;
-  hooks.before_run = [&](Workload& w, const std::string& phase) {
-    const bool reads_only = phase == "verify" || !does_writes(w.rw);
-    if (!options.rotate || !reads_only) return;
-    const Workload theirs = expand_workload(plan.workload, partner);
-    w.files = theirs.files;
-    w.dir = theirs.dir;
-  };
-  std::uint64_t started = 0;
-  hooks.run.at_start = [&] {
-    comm.barrier();
-    started = detail::now_ns();
-  };
-  if (options.stonewall_s > 0) {
-    const auto limit = static_cast<std::uint64_t>(options.stonewall_s * 1e9);
-    hooks.run.poll = [&, limit](std::uint64_t) { return detail::now_ns() - started >= limit; };
-  } else if (options.stonewall_first_done) {
-    // Armed before the barrier, so no rank can finish before every receive is posted.
-    hooks.run.at_start = [&] {
-      comm.arm_done();
-      comm.barrier();
-      started = detail::now_ns();
-    };
-    hooks.run.poll = [&](std::uint64_t) { return comm.done_raised(); };
-  }
-  const std::string stonewall_mode = options.stonewall_s > 0        ? "deadline"
-                                     : options.stonewall_first_done ? "first_done"
-                                                                    : "";
-  hooks.after_run = [&](RunResult& r) {
-    if (options.stonewall_first_done) {
-      if (!r.stopped_bytes) comm.raise_done();  // finished on its own: the others stop
-      comm.settle_done();
-    }
-    RankRun rr{.rank = where.rank,
-               .host = where.host,
-               .local_rank = where.local_rank,
-               .numa_node = numa,
-               .result = r};
-    const std::vector<std::string> all = comm.gather(rank_run_to_wire(rr));
-    std::string verdict;
-    if (comm.rank() == 0) {
-      std::vector<RankRun> runs;
-      runs.reserve(all.size());
-      for (const auto& s : all) runs.push_back(rank_run_from_wire(s));
-      ClusterRun c = aggregate_ranks(runs, stonewall_mode);
-      verdict = c.aggregate.error;
-      out.push_back(std::move(c));
-      if (on_phase) on_phase(out.back());
-    }
-    verdict = comm.broadcast(verdict);
-    // Every rank stops after a phase that failed anywhere, so none waits in a barrier alone.
-    if (!verdict.empty() && r.error.empty()) r.error = verdict;
-    return verdict.empty();
-  };
-  (void)run_plan(mine, {}, comm.rank() == 0 ? progress : ProgressFn{}, hooks);
-  return out;
+  InStep in_step(comm, where, partner, plan, options, numa, on_phase);
+  (void)run_plan(mine, {}, comm.rank() == 0 ? progress : ProgressFn{}, in_step.hooks());
+  return std::move(in_step.runs());
 }
 
 }  // namespace sluice::bench

@@ -64,173 +64,237 @@ unsigned default_chunk(unsigned iodepth) {
   return std::max(1U, iodepth / 16);
 }
 
-}  // namespace
+// One engine thread's loop: its slots (one block-sized buffer each, `iodepth` of them), the
+// engine with those buffers and the file registered, and the offsets still to issue.
+class EngineLoop {
+ public:
+  EngineLoop(const ThreadJob& job, ThreadOutcome& out);
+  EngineLoop(const EngineLoop&) = delete;
+  EngineLoop& operator=(const EngineLoop&) = delete;
 
-void run_engine_thread(const ThreadJob& job, ThreadOutcome& out) {
-  const Workload& w = *job.w;
-  Shared& shared = *job.shared;
-  const File& file = *job.file;
-  pin_thread(job.cpus);
+  // Issues and completes until the offsets run out or the run stops; a failure stops every
+  // thread (Shared::fail) after the requests in flight drained.
+  void run();
+  // The path counts into the outcome, and the registrations undone.
+  void finish();
 
-  const bool direct = w.direct && file.has_direct();
-  const int fd = direct ? file.direct_fd() : file.fd();
-  const std::string pages = w.huge_pages ? "huge-page buffers" : "4 KiB-page buffers";
-  const std::string reason =
-      direct ? fmt::format("cpu-only: I/O engine driven directly, O_DIRECT, {}", pages)
-             : fmt::format("cpu-only: I/O engine driven directly, {}, buffered: {}", pages,
-                           w.direct ? file.direct_reason() : std::string("--buffered"));
-  const std::string cached_reason = fmt::format(
-      "cpu-only: I/O engine driven directly, {}, buffered: {}", pages,
-      w.cache_policy == CachePolicy::use ? "--cache-policy use" : "the page cache held the block (--cache-policy auto)");
-  std::optional<ResidencyProbe> residency;
-  if (direct && w.cache_policy == CachePolicy::automatic && does_reads(w.rw)) {
-    residency.emplace(file.fd(), job.region.lo, job.region.hi - job.region.lo);
+ private:
+  [[nodiscard]] bool buffered_read(const OffsetGen::Op& op);
+  void submit_prepared();
+  void issue(unsigned i);
+  void refill();
+  void reap();
+  [[nodiscard]] bool complete(const IoCompletion& c, std::uint64_t t);
+
+  const ThreadJob& job_;
+  const Workload& w_;
+  Shared& shared_;
+  const File& file_;
+  ThreadOutcome& out_;
+  const bool direct_;
+  const int fd_;
+  std::optional<ResidencyProbe> residency_;
+  std::uint64_t cached_ios_ = 0;
+  const std::uint64_t stride_;
+  const std::size_t bytes_;
+  const HostMapping mem_;  // declared before the engine: the engine goes first
+  std::unique_ptr<IoEngine> engine_;
+  bool fixed_buf_ = false;
+  int slot_fd_ = -1;
+  OffsetGen gen_;
+  std::vector<Slot> slots_;
+  std::vector<unsigned> free_slots_;
+  std::vector<IoCompletion> done_;
+  std::size_t reap_;
+  bool exhausted_ = false;
+  bool clat_ = false;
+  const unsigned chunk_;  // the default loop's submission size
+  unsigned unsent_ = 0;
+  std::vector<unsigned> unsubmitted_;  // prepared, not yet handed to the kernel
+};
+
+// Transparent huge pages where the system allows them: a 1 MiB O_DIRECT request then maps to a
+// few physically contiguous segments instead of 256 pages, which devices that pay per
+// scatter-gather segment (virtio-blk: 254 segments a request) reward. --no-hugepages keeps 4 KiB
+// pages, as fio's default malloc'd buffers have. A fresh mapping, not the heap: after an earlier
+// run in this process (doctor's probes, --compare, sweeps) the heap hands back pages already
+// faulted in as 4 KiB pages, which read 64 KiB blocks at a quarter of the speed. Whole 2 MiB
+// pages when huge, even for one 4 KiB block.
+EngineLoop::EngineLoop(const ThreadJob& job, ThreadOutcome& out)
+    : job_(job), w_(*job.w), shared_(*job.shared), file_(*job.file), out_(out),
+      direct_(w_.direct && file_.has_direct()), fd_(direct_ ? file_.direct_fd() : file_.fd()),
+      stride_(round_up(w_.block_size, 4096)),
+      bytes_(static_cast<std::size_t>(round_up(stride_ * w_.iodepth, w_.huge_pages ? 2 * MiB : 4096))),
+      mem_(bytes_, w_.huge_pages),
+      engine_(make_engine(resolve_engine(job.cfg->engine), w_.iodepth)),
+      gen_(job.region, w_.block_size, w_, w_.seed + 0x9E37ULL * (job.index + 1)), slots_(w_.iodepth),
+      done_(w_.iodepth),
+      reap_(w_.reap_batch > 0 ? std::min<std::size_t>(w_.reap_batch, done_.size()) : done_.size()),
+      chunk_(default_chunk(w_.iodepth)) {
+  if (direct_ && w_.cache_policy == CachePolicy::automatic && does_reads(w_.rw)) {
+    residency_.emplace(file_.fd(), job.region.lo, job.region.hi - job.region.lo);
   }
-  // Whether a new block goes to the buffered descriptor (reads only).
-  auto buffered_read = [&](const OffsetGen::Op& op) {
-    if (!direct || op.op != IoOp::read || w.cache_policy == CachePolicy::bypass) return false;
-    if (!residency) return true;  // use
-    const Residency r = residency->probe_edges(op.offset, op.len);
-    return 2 * r.cached >= r.pages;
-  };
-  std::uint64_t cached_ios = 0;
-
-  const std::uint64_t stride = round_up(w.block_size, 4096);
-  // Transparent huge pages where the system allows them: a 1 MiB O_DIRECT request then maps to
-  // a few physically contiguous segments instead of 256 pages, which devices that pay per
-  // scatter-gather segment (virtio-blk: 254 segments a request) reward. --no-hugepages keeps
-  // 4 KiB pages, as fio's default malloc'd buffers have. A fresh mapping, not the heap: after
-  // an earlier run in this process (doctor's probes, --compare, sweeps) the heap hands back
-  // pages already faulted in as 4 KiB pages, which read 64 KiB blocks at a quarter of the speed.
-  // Whole 2 MiB pages when huge, even for one 4 KiB block.
-  const std::size_t bytes =
-      static_cast<std::size_t>(round_up(stride * w.iodepth, w.huge_pages ? 2 * MiB : 4096));
-  const HostMapping mem(bytes, w.huge_pages);
-
-  std::unique_ptr<IoEngine> engine = make_engine(resolve_engine(job.cfg->engine), w.iodepth);
   // The pages were faulted in by the kernel in one tight loop (map_host_memory populates the
   // mapping, as fio --fixedbufs's registration of untouched memory does): on a busy machine they
   // come out far more physically contiguous than pages faulted one by one from user space while
   // other processes allocate (1 MiB reads at depth 32 into 4 KiB pages on a busy virtio-blk VM:
   // median 0.76 against 0.38 GiB/s over 4 interleaved rounds).
-  const iovec iov{mem.get(), bytes};
-  const bool fixed_buf = engine->register_buffers({&iov, 1});
-  const int slot_fd = engine->register_file(fd);
-  fill_pattern(mem.get(), 0, bytes, w.seed ^ 0x5A5A);  // write data for runs that do not verify
+  const iovec iov{mem_.get(), bytes_};
+  fixed_buf_ = engine_->register_buffers({&iov, 1});
+  slot_fd_ = engine_->register_file(fd_);
+  fill_pattern(mem_.get(), 0, bytes_, w_.seed ^ 0x5A5A);  // write data for runs that do not verify
+  for (unsigned i = w_.iodepth; i-- > 0;) free_slots_.push_back(i);
+  clat_ = w_.submit_batch > 0 && engine_->kind() == EngineKind::uring;
+  unsubmitted_.reserve(w_.iodepth);
+}
 
-  OffsetGen gen(job.region, w.block_size, w, w.seed + 0x9E37ULL * (job.index + 1));
-  std::vector<Slot> slots(w.iodepth);
-  std::vector<unsigned> free_slots;
-  for (unsigned i = w.iodepth; i-- > 0;) free_slots.push_back(i);
-  std::vector<IoCompletion> done(w.iodepth);
-  const std::size_t reap = w.reap_batch > 0 ? std::min<std::size_t>(w.reap_batch, done.size()) : done.size();
-  bool exhausted = false;
-  const bool clat = w.submit_batch > 0 && engine->kind() == EngineKind::uring;
-  const unsigned chunk = default_chunk(w.iodepth);  // the default loop's submission size
-  unsigned unsent = 0;
-  std::vector<unsigned> unsubmitted;  // prepared, not yet handed to the kernel
-  unsubmitted.reserve(w.iodepth);
-  auto submit_prepared = [&] {
-    (void)engine->submit_and_wait({}, 0);  // submit only: completions wait for the reap
-    const std::uint64_t t = now_ns();
-    for (unsigned i : unsubmitted) slots[i].submitted_ns = t;
-    unsubmitted.clear();
-  };
+// Whether a new block goes to the buffered descriptor (reads only).
+bool EngineLoop::buffered_read(const OffsetGen::Op& op) {
+  if (!direct_ || op.op != IoOp::read || w_.cache_policy == CachePolicy::bypass) return false;
+  if (!residency_) return true;  // use
+  const Residency r = residency_->probe_edges(op.offset, op.len);
+  return 2 * r.cached >= r.pages;
+}
 
-  auto issue = [&](unsigned i) {
-    Slot& s = slots[i];
-    IoRequest r;
-    r.op = s.op.op;
-    r.fd = s.buffered ? file.cache_fd() : (slot_fd >= 0 ? slot_fd : fd);
-    r.fixed_file = !s.buffered && slot_fd >= 0;
-    r.buf = mem.get() + stride * i + s.done;
-    r.len = static_cast<std::uint32_t>(s.op.len - s.done);
-    r.offset = s.op.offset + s.done;
-    r.tag = i;
-    r.buf_index = fixed_buf ? 0 : -1;
-    engine->prepare(r);
-  };
+void EngineLoop::submit_prepared() {
+  (void)engine_->submit_and_wait({}, 0);  // submit only: completions wait for the reap
+  const std::uint64_t t = now_ns();
+  for (unsigned i : unsubmitted_) slots_[i].submitted_ns = t;
+  unsubmitted_.clear();
+}
 
+void EngineLoop::issue(unsigned i) {
+  Slot& s = slots_[i];
+  IoRequest r;
+  r.op = s.op.op;
+  r.fd = s.buffered ? file_.cache_fd() : (slot_fd_ >= 0 ? slot_fd_ : fd_);
+  r.fixed_file = !s.buffered && slot_fd_ >= 0;
+  r.buf = mem_.get() + stride_ * i + s.done;
+  r.len = static_cast<std::uint32_t>(s.op.len - s.done);
+  r.offset = s.op.offset + s.done;
+  r.tag = i;
+  r.buf_index = fixed_buf_ ? 0 : -1;
+  engine_->prepare(r);
+}
+
+// Fills every free slot with the next block (while the run goes on), submitting in the loop's
+// shape (see the top of the file).
+void EngineLoop::refill() {
+  while (!free_slots_.empty() && !exhausted_ && !shared_.stop.load(std::memory_order_relaxed)) {
+    const unsigned i = free_slots_.back();
+    Slot& s = slots_[i];
+    if (!gen_.next(s.op)) {
+      exhausted_ = true;
+      break;
+    }
+    free_slots_.pop_back();
+    s.done = 0;
+    s.retries = 0;
+    s.buffered = buffered_read(s.op);
+    if (w_.verify && s.op.op == IoOp::write) {
+      fill_pattern(mem_.get() + stride_ * i, s.op.offset, s.op.len, w_.seed);
+    }
+    s.start_ns = now_ns();
+    issue(i);
+    if (w_.submit_batch > 0) {
+      unsubmitted_.push_back(i);
+      if (unsubmitted_.size() == w_.submit_batch) submit_prepared();
+    } else if (++unsent_ == chunk_ && !free_slots_.empty()) {
+      // Submit only, while more of the refill follow; the last group goes with the wait (at
+      // depth 1: the request and the wait in one syscall).
+      (void)engine_->submit_and_wait({}, 0);
+      unsent_ = 0;
+    }
+  }
+  if (clat_ && !unsubmitted_.empty()) submit_prepared();
+  unsubmitted_.clear();  // without clat, the wait below submits them
+  unsent_ = 0;
+}
+
+// Waits for at least one completion and handles every one that is ready.
+void EngineLoop::reap() {
+  const std::size_t n = engine_->submit_and_wait(std::span(done_).first(reap_), 1);
+  const std::uint64_t t = now_ns();
+  for (std::size_t k = 0; k < n; ++k) {
+    if (complete(done_[k], t)) free_slots_.push_back(static_cast<unsigned>(done_[k].tag));
+  }
+  if (shared_.past_deadline(t)) shared_.stop.store(true, std::memory_order_relaxed);
+}
+
+// One completion: retried or continued (false), or counted (true: its slot is free). Throws on
+// an error, an unexpected end of file or a verify mismatch.
+bool EngineLoop::complete(const IoCompletion& c, std::uint64_t t) {
+  const auto i = static_cast<unsigned>(c.tag);
+  Slot& s = slots_[i];
+  const std::int64_t res = c.result;
+  const ErrorContext ctx{.op = s.op.op == IoOp::read ? "read" : "write", .path = file_.path(),
+                         .offset = s.op.offset + s.done, .size = s.op.len - s.done,
+                         .has_range = true};
+  if ((res == -EINTR || res == -EAGAIN) && s.retries++ < max_retries) {
+    issue(i);  // the kernel asks to try again: the remaining bytes, latency still running
+    return false;
+  }
+  if (res < 0) throw Error(ErrorDomain::os, static_cast<int>(-res), ctx);
+  if (res == 0) throw Error(ErrorDomain::data, EIO, ctx, "unexpected end of file");
+  s.done += static_cast<std::uint64_t>(res);
+  if (s.done < s.op.len) {  // short transfer: continue it, both latencies keep running
+    issue(i);
+    return false;
+  }
+  if (w_.verify && s.op.op == IoOp::read) {
+    if (auto bad = check_pattern(mem_.get() + stride_ * i, s.op.offset, s.op.len, w_.seed)) {
+      throw Error(ErrorDomain::data, EIO, ctx, mismatch_message(file_, *bad, s.op.offset, w_.seed));
+    }
+  }
+  out_.count(job_, s.op.op, s.op.len, t - s.start_ns);
+  if (s.buffered) ++cached_ios_;
+  if (clat_) out_.clat.record(t - s.submitted_ns);
+  return true;
+}
+
+void EngineLoop::run() {
   try {
     for (;;) {
-      while (!free_slots.empty() && !exhausted && !shared.stop.load(std::memory_order_relaxed)) {
-        const unsigned i = free_slots.back();
-        Slot& s = slots[i];
-        if (!gen.next(s.op)) {
-          exhausted = true;
-          break;
-        }
-        free_slots.pop_back();
-        s.done = 0;
-        s.retries = 0;
-        s.buffered = buffered_read(s.op);
-        if (w.verify && s.op.op == IoOp::write) {
-          fill_pattern(mem.get() + stride * i, s.op.offset, s.op.len, w.seed);
-        }
-        s.start_ns = now_ns();
-        issue(i);
-        if (w.submit_batch > 0) {
-          unsubmitted.push_back(i);
-          if (unsubmitted.size() == w.submit_batch) submit_prepared();
-        } else if (++unsent == chunk && !free_slots.empty()) {
-          // Submit only, while more of the refill follow; the last group goes with the wait (at
-          // depth 1: the request and the wait in one syscall).
-          (void)engine->submit_and_wait({}, 0);
-          unsent = 0;
-        }
-      }
-      if (clat && !unsubmitted.empty()) submit_prepared();
-      unsubmitted.clear();  // without clat, the wait below submits them
-      unsent = 0;
-      if (engine->in_flight() == 0) break;
-      const std::size_t n = engine->submit_and_wait(std::span(done).first(reap), 1);
-      const std::uint64_t t = now_ns();
-      for (std::size_t k = 0; k < n; ++k) {
-        const auto i = static_cast<unsigned>(done[k].tag);
-        Slot& s = slots[i];
-        const std::int64_t res = done[k].result;
-        const ErrorContext ctx{.op = s.op.op == IoOp::read ? "read" : "write", .path = file.path(),
-                               .offset = s.op.offset + s.done, .size = s.op.len - s.done,
-                               .has_range = true};
-        if ((res == -EINTR || res == -EAGAIN) && s.retries++ < max_retries) {
-          issue(i);  // the kernel asks to try again: the remaining bytes, latency still running
-          continue;
-        }
-        if (res < 0) throw Error(ErrorDomain::os, static_cast<int>(-res), ctx);
-        if (res == 0) throw Error(ErrorDomain::data, EIO, ctx, "unexpected end of file");
-        s.done += static_cast<std::uint64_t>(res);
-        if (s.done < s.op.len) {  // short transfer: continue it, both latencies keep running
-          issue(i);
-          continue;
-        }
-        if (w.verify && s.op.op == IoOp::read) {
-          if (auto bad = check_pattern(mem.get() + stride * i, s.op.offset, s.op.len, w.seed)) {
-            throw Error(ErrorDomain::data, EIO, ctx, mismatch_message(file, *bad, s.op.offset, w.seed));
-          }
-        }
-        out.count(job, s.op.op, s.op.len, t - s.start_ns);
-        if (s.buffered) ++cached_ios;
-        if (clat) out.clat.record(t - s.submitted_ns);
-        free_slots.push_back(i);
-      }
-      if (shared.past_deadline(t)) shared.stop.store(true, std::memory_order_relaxed);
+      refill();
+      if (engine_->in_flight() == 0) break;
+      reap();
     }
   } catch (const std::exception& e) {
-    shared.fail(e.what());
+    shared_.fail(e.what());
     // Drain: the kernel may still be writing into our buffers.
-    while (engine->in_flight() > 0) {
+    while (engine_->in_flight() > 0) {
       try {
-        engine->submit_and_wait(done, 1);
+        engine_->submit_and_wait(done_, 1);
       } catch (...) {
         break;
       }
     }
   }
-  out.issued = gen.issued();
-  if (cached_ios < out.ios || cached_ios == 0) out.paths[{"host", reason}] += out.ios - cached_ios;
-  if (cached_ios > 0) out.paths[{"host", cached_reason}] += cached_ios;
-  if (slot_fd >= 0) engine->unregister_file(slot_fd);
-  if (fixed_buf) engine->unregister_buffers();
+}
+
+void EngineLoop::finish() {
+  const std::string pages = w_.huge_pages ? "huge-page buffers" : "4 KiB-page buffers";
+  const std::string reason =
+      direct_ ? fmt::format("cpu-only: I/O engine driven directly, O_DIRECT, {}", pages)
+              : fmt::format("cpu-only: I/O engine driven directly, {}, buffered: {}", pages,
+                            w_.direct ? file_.direct_reason() : std::string("--buffered"));
+  const std::string cached_reason = fmt::format(
+      "cpu-only: I/O engine driven directly, {}, buffered: {}", pages,
+      w_.cache_policy == CachePolicy::use ? "--cache-policy use" : "the page cache held the block (--cache-policy auto)");
+  out_.issued = gen_.issued();
+  if (cached_ios_ < out_.ios || cached_ios_ == 0) out_.paths[{"host", reason}] += out_.ios - cached_ios_;
+  if (cached_ios_ > 0) out_.paths[{"host", cached_reason}] += cached_ios_;
+  if (slot_fd_ >= 0) engine_->unregister_file(slot_fd_);
+  if (fixed_buf_) engine_->unregister_buffers();
+}
+
+}  // namespace
+
+void run_engine_thread(const ThreadJob& job, ThreadOutcome& out) {
+  pin_thread(job.cpus);  // before the buffers are mapped: their pages come from this node
+  EngineLoop loop(job, out);
+  loop.run();
+  loop.finish();
 }
 
 }  // namespace sluice::bench::detail

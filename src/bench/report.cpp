@@ -86,12 +86,7 @@ Workload workload_from(const json& j) {
   w.cache_policy = policy.cache_policy;
   w.xfer = parse_xfer(j.value("xfer", "cpu-only"));
   w.device = j.value("device", "auto");
-  if (j.contains("memory") && j["memory"].is_string()) {
-    const std::string m = j["memory"];
-    for (auto k : {MemoryKind::device, MemoryKind::pinned_host, MemoryKind::pageable_host}) {
-      if (to_string(k) == m) w.memory = k;
-    }
-  }
+  if (j.contains("memory") && j["memory"].is_string()) w.memory = parse_memory_kind(j["memory"].get<std::string>());
   w.strict = j.value("strict", false);
   w.numa_node = j.value("numa_node", -1);
   w.sample_interval_s = j.value("sample_interval_s", 1.0);

@@ -113,6 +113,18 @@ std::string mismatch_message(const File& file, std::uint64_t bad, std::uint64_t 
                      bad, block, file.path(), seed);
 }
 
+void set_paths(RunResult& r, const PathCounts& paths) {
+  r.paths.clear();
+  for (const auto& [k, n] : paths) r.paths.push_back({k.first, k.second, n});
+  std::stable_sort(r.paths.begin(), r.paths.end(), [](const PathShare& a, const PathShare& b) { return a.ios > b.ios; });
+  if (r.paths.empty()) return;
+  r.path = r.paths[0].path;
+  r.reason = r.paths[0].reason;
+  if (r.paths.size() > 1) {
+    r.reason += fmt::format(" (+{} other path/reason combinations, see paths)", r.paths.size() - 1);
+  }
+}
+
 }  // namespace detail
 
 namespace {
@@ -247,17 +259,12 @@ double realtime_s() {
   return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
 }
 
-RunResult run_once(const Workload& w, const ProgressFn& progress, const std::vector<Region>* regions_override,
-                   const RunHooks& hooks) {
-  validate(w);
-  Layout layout = plan_layout(w);
-  if (regions_override != nullptr) layout.regions = *regions_override;
+bool direct_family(XferType x) {
+  return x == XferType::gpu_direct || x == XferType::gpu_direct_async || x == XferType::gpu_batch;
+}
 
-  auto cfg = std::make_shared<Config>(*config());
-  cfg->direct_io = w.direct;
-  cfg->cache_policy = w.cache_policy;
-  cfg->path = PathSetting::automatic;
-
+// What the result says about the run before it starts.
+RunResult planned_result(const Workload& w, const Layout& layout) {
   RunResult res;
   res.xfer = w.xfer;
   res.rw = w.rw;
@@ -266,28 +273,41 @@ RunResult run_once(const Workload& w, const ProgressFn& progress, const std::vec
   res.iodepth = w.iodepth;
   res.verified = w.verify && does_reads(w.rw);
   for (const Region& r : layout.regions) res.dataset_bytes += r.hi - r.lo;
+  return res;
+}
 
+// The devices and the memory a run moves bytes into (host memory for cpu-only types).
+struct Target {
   std::vector<std::shared_ptr<Device>> devices;
   MemoryKind memory = MemoryKind::pageable_host;
+};
+
+Target open_target(const Workload& w, RunResult& res) {
+  Target t;
   if (uses_gpu(w.xfer)) {
-    for (const auto& spec : device_specs(w.device)) devices.push_back(open_device(spec));
-    memory = w.memory.value_or(MemoryKind::device);
+    for (const auto& spec : device_specs(w.device)) t.devices.push_back(open_device(spec));
+    t.memory = w.memory.value_or(MemoryKind::device);
   }
-  res.memory = std::string(to_string(memory));
-  for (const auto& d : devices) {
+  res.memory = std::string(to_string(t.memory));
+  for (const auto& d : t.devices) {
     if (!res.device.empty()) res.device += ", ";
     res.device += d->info().name;
   }
-  // A strict gpu-direct run fails here, with the reason, before any thread starts.
-  if (w.strict && memory == MemoryKind::device &&
-      (w.xfer == XferType::gpu_direct || w.xfer == XferType::gpu_direct_async || w.xfer == XferType::gpu_batch)) {
-    DeviceBuffer probe(devices[0], static_cast<std::size_t>(w.block_size));
-    (void)choose_path(*layout.files.begin()->second, probe.data(), w.block_size, layout.regions[0].lo,
-                      {.config = cfg, .device = devices[0], .path = Path::direct});
-  }
+  return t;
+}
 
+// A strict gpu-direct run fails here, with the reason, before any thread starts.
+void check_strict_direct(const Workload& w, const Layout& layout, const Target& target,
+                         const std::shared_ptr<Config>& cfg) {
+  if (!w.strict || target.memory != MemoryKind::device || !direct_family(w.xfer)) return;
+  DeviceBuffer probe(target.devices[0], static_cast<std::size_t>(w.block_size));
+  (void)choose_path(*layout.files.begin()->second, probe.data(), w.block_size, layout.regions[0].lo,
+                    {.config = cfg, .device = target.devices[0], .path = Path::direct});
+}
+
+std::vector<detail::ThreadJob> make_jobs(const Workload& w, Layout& layout, const Target& target,
+                                         const std::shared_ptr<Config>& cfg, detail::Shared& shared) {
   const std::vector<int> cpus = numa_cpus(w.numa_node);
-  detail::Shared shared;
   std::vector<detail::ThreadJob> jobs(w.threads);
   for (unsigned t = 0; t < w.threads; ++t) {
     auto& j = jobs[t];
@@ -295,23 +315,85 @@ RunResult run_once(const Workload& w, const ProgressFn& progress, const std::vec
     j.index = t;
     j.file = layout.files[layout.paths[t]].get();
     j.region = layout.regions[t];
-    j.device = devices.empty() ? nullptr : devices[t % devices.size()];
-    j.memory = memory;
+    j.device = target.devices.empty() ? nullptr : target.devices[t % target.devices.size()];
+    j.memory = target.memory;
     j.cfg = cfg;
     j.shared = &shared;
     j.cpus = cpus;
   }
-  std::vector<detail::ThreadOutcome> outs(w.threads);
+  return jobs;
+}
+
+// Sampling, progress and the stop checks, on the calling thread while the workers run.
+class Watcher {
+ public:
+  Watcher(const Workload& w, const ProgressFn& progress, const RunHooks& hooks, detail::Shared& shared,
+          RunResult& res, std::uint64_t t0)
+      : w_(w), progress_(progress), hooks_(hooks), shared_(shared), res_(res), t0_(t0),
+        interval_(static_cast<std::uint64_t>(std::max(0.05, w.sample_interval_s) * 1e9)),
+        next_sample_(t0 + interval_), next_progress_(t0 + progress_every), last_t_(t0), prog_t_(t0) {}
+
+  void tick(std::uint64_t now) {
+    if (shared_.past_deadline(now)) shared_.stop.store(true);
+    if (hooks_.poll && !res_.stopped_bytes && hooks_.poll(shared_.bytes.load())) {
+      res_.stopped_bytes = shared_.bytes.load();
+      res_.stopped_s = static_cast<double>(detail::now_ns() - t0_) / 1e9;
+      shared_.stop.store(true);
+    }
+    if (w_.time_s > 0 && now >= next_sample_) sample(now);
+    if (progress_ && now >= next_progress_) report(now);
+  }
+
+ private:
+  static constexpr std::uint64_t progress_every = 500'000'000;
+
+  void sample(std::uint64_t now) {
+    const std::uint64_t b = shared_.bytes.load(), n = shared_.ios.load();
+    const double dt = static_cast<double>(now - last_t_) / 1e9;
+    res_.samples.push_back({static_cast<double>(now - t0_) / 1e9,
+                            static_cast<double>(b - last_bytes_) / static_cast<double>(GiB) / dt,
+                            static_cast<double>(n - last_ios_) / dt});
+    last_bytes_ = b;
+    last_ios_ = n;
+    last_t_ = now;
+    next_sample_ += interval_;
+  }
+
+  void report(std::uint64_t now) {
+    const std::uint64_t b = shared_.bytes.load();
+    Progress p;
+    p.elapsed_s = static_cast<double>(now - t0_) / 1e9;
+    p.planned_s = w_.time_s;
+    p.bytes = b;
+    p.planned_bytes = w_.time_s > 0 ? 0 : res_.dataset_bytes;
+    p.gib_per_s = static_cast<double>(b - prog_bytes_) / static_cast<double>(GiB) /
+                  (static_cast<double>(now - prog_t_) / 1e9);
+    prog_bytes_ = b;
+    prog_t_ = now;
+    progress_(p);
+    next_progress_ += progress_every;
+  }
+
+  const Workload& w_;
+  const ProgressFn& progress_;
+  const RunHooks& hooks_;
+  detail::Shared& shared_;
+  RunResult& res_;
+  std::uint64_t t0_;
+  std::uint64_t interval_;
+  std::uint64_t next_sample_;
+  std::uint64_t next_progress_;
+  std::uint64_t last_bytes_ = 0, last_ios_ = 0, last_t_;
+  std::uint64_t prog_bytes_ = 0, prog_t_;
+};
+
+// One thread per job, watched from this thread until all have finished. Returns the end: the
+// last thread's last completion, not when this (polling) thread noticed it.
+std::uint64_t run_threads(const Workload& w, const std::vector<detail::ThreadJob>& jobs,
+                          std::vector<detail::ThreadOutcome>& outs, detail::Shared& shared,
+                          Watcher& watcher) {
   std::vector<std::uint64_t> ended(w.threads, 0);  // each thread's last completion
   std::atomic<unsigned> finished{0};
-
-  // Everything is laid out and open: the other processes' runs start with this one.
-  if (hooks.at_start) hooks.at_start();
-  rusage ru0{};
-  getrusage(RUSAGE_SELF, &ru0);
-  const std::uint64_t t0 = detail::now_ns();
-  res.start_unix = realtime_s();
-  if (w.time_s > 0) shared.deadline_ns = t0 + static_cast<std::uint64_t>(w.time_s * 1e9);
   std::vector<std::thread> threads;
   const bool engine = runs_engine_loop(w);
   for (unsigned t = 0; t < w.threads; ++t) {
@@ -329,80 +411,27 @@ RunResult run_once(const Workload& w, const ProgressFn& progress, const std::vec
       finished.fetch_add(1);
     });
   }
-
-  // Sampling and progress on this thread while the workers run.
-  const auto interval = static_cast<std::uint64_t>(std::max(0.05, w.sample_interval_s) * 1e9);
-  constexpr std::uint64_t progress_every = 500'000'000;
-  std::uint64_t next_sample = t0 + interval;
-  std::uint64_t next_progress = t0 + progress_every;
-  std::uint64_t last_bytes = 0, last_ios = 0, last_t = t0;
-  std::uint64_t prog_bytes = 0, prog_t = t0;
   while (finished.load() < w.threads) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    const std::uint64_t now = detail::now_ns();
-    if (shared.past_deadline(now)) shared.stop.store(true);
-    if (hooks.poll && !res.stopped_bytes && hooks.poll(shared.bytes.load())) {
-      res.stopped_bytes = shared.bytes.load();
-      res.stopped_s = static_cast<double>(detail::now_ns() - t0) / 1e9;
-      shared.stop.store(true);
-    }
-    if (w.time_s > 0 && now >= next_sample) {
-      const std::uint64_t b = shared.bytes.load(), n = shared.ios.load();
-      const double dt = static_cast<double>(now - last_t) / 1e9;
-      res.samples.push_back({static_cast<double>(now - t0) / 1e9,
-                             static_cast<double>(b - last_bytes) / static_cast<double>(GiB) / dt,
-                             static_cast<double>(n - last_ios) / dt});
-      last_bytes = b;
-      last_ios = n;
-      last_t = now;
-      next_sample += interval;
-    }
-    if (progress && now >= next_progress) {
-      const std::uint64_t b = shared.bytes.load();
-      Progress p;
-      p.elapsed_s = static_cast<double>(now - t0) / 1e9;
-      p.planned_s = w.time_s;
-      p.bytes = b;
-      p.planned_bytes = w.time_s > 0 ? 0 : res.dataset_bytes;
-      p.gib_per_s = static_cast<double>(b - prog_bytes) / static_cast<double>(GiB) /
-                    (static_cast<double>(now - prog_t) / 1e9);
-      prog_bytes = b;
-      prog_t = now;
-      progress(p);
-      next_progress += progress_every;
-    }
+    watcher.tick(detail::now_ns());
   }
   for (auto& t : threads) t.join();
-  // The end is the last thread's end, not when this (polling) thread noticed it.
-  const std::uint64_t t1 = *std::max_element(ended.begin(), ended.end());
-  rusage ru1{};
-  getrusage(RUSAGE_SELF, &ru1);
+  return *std::max_element(ended.begin(), ended.end());
+}
 
+// What the threads measured, into the result.
+void merge_outcomes(const Workload& w, const Layout& layout, MemoryKind memory,
+                    const std::vector<detail::ThreadOutcome>& outs, RunResult& res) {
   detail::ThreadOutcome all;
   for (const auto& o : outs) all.merge(o);
-  res.seconds = static_cast<double>(t1 - t0) / 1e9;
-  res.end_unix = res.start_unix + res.seconds;
-  res.cpu_user_s = seconds_of(ru1.ru_utime) - seconds_of(ru0.ru_utime);
-  res.cpu_sys_s = seconds_of(ru1.ru_stime) - seconds_of(ru0.ru_stime);
   res.bytes = all.reads.bytes + all.writes.bytes;
   res.ios = all.ios;
   res.latency = std::move(all.latency);
   res.clat = std::move(all.clat);
   res.reads = std::move(all.reads);
   res.writes = std::move(all.writes);
-  res.error = shared.error;
-  for (const auto& [k, n] : all.paths) res.paths.push_back({k.first, k.second, n});
-  std::stable_sort(res.paths.begin(), res.paths.end(), [](const PathShare& a, const PathShare& b) { return a.ios > b.ios; });
-  if (!res.paths.empty()) {
-    res.path = res.paths[0].path;
-    res.reason = res.paths[0].reason;
-    if (res.paths.size() > 1) {
-      res.reason += fmt::format(" (+{} other path/reason combinations, see paths)", res.paths.size() - 1);
-    }
-  }
-  const bool direct_family = w.xfer == XferType::gpu_direct || w.xfer == XferType::gpu_direct_async ||
-                             w.xfer == XferType::gpu_batch;
-  if (direct_family && memory == MemoryKind::device && !res.path.empty() && res.path != "direct") {
+  detail::set_paths(res, all.paths);
+  if (direct_family(w.xfer) && memory == MemoryKind::device && !res.path.empty() && res.path != "direct") {
     res.fell_back = true;
     res.reason = fmt::format("FELL BACK from direct to {}: {}", res.path, res.reason);
   }
@@ -413,6 +442,44 @@ RunResult run_once(const Workload& w, const ProgressFn& progress, const std::vec
       res.covered.push_back(std::min(r.hi - r.lo, outs[t].issued * w.block_size));
     }
   }
+}
+
+RunResult run_once(const Workload& w, const ProgressFn& progress, const std::vector<Region>* regions_override,
+                   const RunHooks& hooks) {
+  validate(w);
+  Layout layout = plan_layout(w);
+  if (regions_override != nullptr) layout.regions = *regions_override;
+
+  auto cfg = std::make_shared<Config>(*config());
+  cfg->direct_io = w.direct;
+  cfg->cache_policy = w.cache_policy;
+  cfg->path = PathSetting::automatic;
+
+  RunResult res = planned_result(w, layout);
+  const Target target = open_target(w, res);
+  check_strict_direct(w, layout, target, cfg);
+  detail::Shared shared;
+  const std::vector<detail::ThreadJob> jobs = make_jobs(w, layout, target, cfg, shared);
+  std::vector<detail::ThreadOutcome> outs(w.threads);
+
+  // Everything is laid out and open: the other processes' runs start with this one.
+  if (hooks.at_start) hooks.at_start();
+  rusage ru0{};
+  getrusage(RUSAGE_SELF, &ru0);
+  const std::uint64_t t0 = detail::now_ns();
+  res.start_unix = realtime_s();
+  if (w.time_s > 0) shared.deadline_ns = t0 + static_cast<std::uint64_t>(w.time_s * 1e9);
+  Watcher watcher(w, progress, hooks, shared, res, t0);
+  const std::uint64_t t1 = run_threads(w, jobs, outs, shared, watcher);
+  rusage ru1{};
+  getrusage(RUSAGE_SELF, &ru1);
+
+  res.seconds = static_cast<double>(t1 - t0) / 1e9;
+  res.end_unix = res.start_unix + res.seconds;
+  res.cpu_user_s = seconds_of(ru1.ru_utime) - seconds_of(ru0.ru_utime);
+  res.cpu_sys_s = seconds_of(ru1.ru_stime) - seconds_of(ru0.ru_stime);
+  res.error = shared.error;
+  merge_outcomes(w, layout, target.memory, outs, res);
   return res;
 }
 

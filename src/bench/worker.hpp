@@ -90,6 +90,9 @@ struct ThreadJob {
   std::vector<int> cpus;            ///< pin to these CPUs (--numa-node); empty: anywhere
 };
 
+/// (path, reason) -> I/Os.
+using PathCounts = std::map<std::pair<std::string, std::string>, std::uint64_t>;
+
 struct ThreadOutcome {
   LatencyHistogram latency;
   LatencyHistogram clat;  ///< engine threads that submit on their own (RunResult::clat)
@@ -97,7 +100,7 @@ struct ThreadOutcome {
   DirectionStats writes;
   std::uint64_t ios = 0;
   std::uint64_t issued = 0;
-  std::map<std::pair<std::string, std::string>, std::uint64_t> paths;  ///< (path, reason) -> ios
+  PathCounts paths;
 
   void merge(const ThreadOutcome& o);
   /// Counts one finished transfer everywhere (here and in the shared progress counters).
@@ -106,6 +109,10 @@ struct ThreadOutcome {
 
 void run_engine_thread(const ThreadJob& job, ThreadOutcome& out);
 void run_library_thread(const ThreadJob& job, ThreadOutcome& out);
+
+/// The result's paths, most I/Os first, and its path and reason those of the first (with a note
+/// of how many other combinations there were). Runs and their aggregates over ranks say it alike.
+void set_paths(RunResult& r, const PathCounts& paths);
 
 /// Pins the calling thread to `cpus` (no-op when empty).
 void pin_thread(const std::vector<int>& cpus);

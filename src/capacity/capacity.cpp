@@ -128,7 +128,10 @@ std::string format_rate(double b) {
   return fmt::format("{:.3g} B/s", b);
 }
 
-Result model(const Inputs& in) {
+namespace {
+
+// Refuses inputs the model cannot use, naming the flag.
+void validate(const Inputs& in) {
   if (in.gpus < 1 || in.gpus > 10'000'000) bad("--gpus must be between 1 and 10,000,000");
   if (in.gpus_per_node < 1) bad("--gpus-per-node must be at least 1");
   if (in.nics_per_node < 1) bad("--nics-per-node must be at least 1");
@@ -150,15 +153,11 @@ Result model(const Inputs& in) {
   if (per_step && !(in.bytes_per_gpu_per_step > 0 && in.step_s > 0)) {
     bad("--per-step and --step-time go together, both larger than 0");
   }
+}
 
-  Result r;
-  r.inputs = in;
-  r.per_gpu = per_s ? in.bytes_per_gpu_per_s : in.bytes_per_gpu_per_step / in.step_s;
-  r.nodes = (in.gpus + in.gpus_per_node - 1) / in.gpus_per_node;
-  const double gpus_in_node =
-      static_cast<double>(std::min<std::uint64_t>(in.gpus, in.gpus_per_node));
-  r.per_node = r.per_gpu * gpus_in_node;
-  r.total = r.per_gpu * static_cast<double>(in.gpus);
+// The links between the storage and one GPU, each with the demand it carries and its capacity,
+// from the storage servers down to the GPU's own PCIe link.
+void add_links(Result& r, const Inputs& in, double gpus_in_node) {
   const double nic_each = in.nic_bits_per_s / 8 * in.nic_efficiency;
   const double node_nics = nic_each * in.nics_per_node;
   const double pcie = pcie_x16_bytes_per_s(in.pcie_gen) * in.pcie_efficiency;
@@ -206,6 +205,22 @@ Result model(const Inputs& in) {
        .count = in.gpus,
        .required = r.per_gpu,
        .capacity = pcie});
+}
+
+}  // namespace
+
+Result model(const Inputs& in) {
+  validate(in);
+  const bool per_s = in.bytes_per_gpu_per_s > 0;
+  Result r;
+  r.inputs = in;
+  r.per_gpu = per_s ? in.bytes_per_gpu_per_s : in.bytes_per_gpu_per_step / in.step_s;
+  r.nodes = (in.gpus + in.gpus_per_node - 1) / in.gpus_per_node;
+  const double gpus_in_node =
+      static_cast<double>(std::min<std::uint64_t>(in.gpus, in.gpus_per_node));
+  r.per_node = r.per_gpu * gpus_in_node;
+  r.total = r.per_gpu * static_cast<double>(in.gpus);
+  add_links(r, in, gpus_in_node);
   // The highest utilisation. On a tie the link nearer the GPU wins: a non-blocking core is the
   // sum of the node NICs, so when both are full it is the NICs that limit.
   for (std::size_t i = 1; i < r.links.size(); ++i) {

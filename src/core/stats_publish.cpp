@@ -300,7 +300,12 @@ std::vector<PublishedStats> list_published() {
   return out;
 }
 
-std::string to_prometheus(const std::vector<PublishedStats>& stats) {
+namespace {
+
+const char* direction_label(Direction d) { return d == Direction::read ? "read" : "write"; }
+
+// The per-path counters: one series per process, path and direction.
+void add_path_counters(std::string& out, const std::vector<PublishedStats>& stats) {
   struct Metric {
     const char* name;
     const char* type;
@@ -319,7 +324,6 @@ std::string to_prometheus(const std::vector<PublishedStats>& stats) {
       {"sluice_transfer_seconds_total", "counter", "Summed wall time of transfers, seconds.",
        &PathCounters::nanoseconds, 1e-9},
   };
-  std::string out;
   for (const Metric& m : metrics) {
     out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", m.name, m.help, m.name, m.type);
     for (const auto& s : stats) {
@@ -327,39 +331,42 @@ std::string to_prometheus(const std::vector<PublishedStats>& stats) {
         for (auto d : {Direction::read, Direction::write}) {
           const double v = static_cast<double>(s.snapshot.at(p, d).*m.field) * m.scale;
           out += fmt::format("{}{{pid=\"{}\",path=\"{}\",direction=\"{}\"}} {}\n", m.name, s.pid,
-                             to_string(p), d == Direction::read ? "read" : "write", v);
+                             to_string(p), direction_label(d), v);
         }
       }
     }
   }
+}
+
+// Counters kept per key (device, file system): sluice_WHAT_bytes_total{LABEL="key",...}.
+void add_keyed_counters(std::string& out, const std::vector<PublishedStats>& stats, const char* what,
+                        const char* label, std::vector<KeyedCounters> StatsSnapshot::*list) {
   struct KeyedMetric {
     const char* name;
     const char* help;
     std::uint64_t PathCounters::*field;
   };
-  auto keyed = [&](const char* what, const char* label,
-                   std::vector<KeyedCounters> StatsSnapshot::*list) {
-    static constexpr KeyedMetric keyed_metrics[] = {
-        {"bytes_total", "Bytes moved by finished transfers", &PathCounters::bytes},
-        {"transfers_total", "Transfers finished", &PathCounters::ops},
-        {"errors_total", "Transfers that failed", &PathCounters::errors},
-    };
-    for (const KeyedMetric& m : keyed_metrics) {
-      const std::string name = fmt::format("sluice_{}_{}", what, m.name);
-      out += fmt::format("# HELP {} {}, by {}.\n# TYPE {} counter\n", name, m.help, what, name);
-      for (const auto& s : stats) {
-        for (const KeyedCounters& k : s.snapshot.*list) {
-          for (auto d : {Direction::read, Direction::write}) {
-            out += fmt::format("{}{{pid=\"{}\",{}=\"{}\",direction=\"{}\"}} {}\n", name, s.pid,
-                               label, detail::label_value(k.key), d == Direction::read ? "read" : "write",
-                               k.dirs[static_cast<std::size_t>(d)].*m.field);
-          }
+  static constexpr KeyedMetric keyed_metrics[] = {
+      {"bytes_total", "Bytes moved by finished transfers", &PathCounters::bytes},
+      {"transfers_total", "Transfers finished", &PathCounters::ops},
+      {"errors_total", "Transfers that failed", &PathCounters::errors},
+  };
+  for (const KeyedMetric& m : keyed_metrics) {
+    const std::string name = fmt::format("sluice_{}_{}", what, m.name);
+    out += fmt::format("# HELP {} {}, by {}.\n# TYPE {} counter\n", name, m.help, what, name);
+    for (const auto& s : stats) {
+      for (const KeyedCounters& k : s.snapshot.*list) {
+        for (auto d : {Direction::read, Direction::write}) {
+          out += fmt::format("{}{{pid=\"{}\",{}=\"{}\",direction=\"{}\"}} {}\n", name, s.pid,
+                             label, detail::label_value(k.key), direction_label(d),
+                             k.dirs[static_cast<std::size_t>(d)].*m.field);
         }
       }
     }
-  };
-  keyed("device", "device", &StatsSnapshot::devices);
-  keyed("filesystem", "fs", &StatsSnapshot::filesystems);
+  }
+}
+
+void add_fallbacks(std::string& out, const std::vector<PublishedStats>& stats) {
   out +=
       "# HELP sluice_fallbacks_total GPU transfers that could not take the direct path, by reason.\n"
       "# TYPE sluice_fallbacks_total counter\n";
@@ -369,6 +376,10 @@ std::string to_prometheus(const std::vector<PublishedStats>& stats) {
                          to_string(static_cast<Fallback>(f)), s.snapshot.fallbacks[f]);
     }
   }
+}
+
+// A summary per path and direction that saw a transfer: quantiles, sum and count.
+void add_latency_summaries(std::string& out, const std::vector<PublishedStats>& stats) {
   out +=
       "# HELP sluice_transfer_latency_seconds Wall time per transfer.\n"
       "# TYPE sluice_transfer_latency_seconds summary\n";
@@ -378,7 +389,7 @@ std::string to_prometheus(const std::vector<PublishedStats>& stats) {
         const PathCounters& c = s.snapshot.at(p, d);
         if (c.ops == 0) continue;
         const std::string labels = fmt::format("pid=\"{}\",path=\"{}\",direction=\"{}\"", s.pid,
-                                               to_string(p), d == Direction::read ? "read" : "write");
+                                               to_string(p), direction_label(d));
         const LatencyHistogram& h = s.snapshot.latency_of(p, d);
         for (const double q : {0.5, 0.9, 0.99, 0.999}) {
           out += fmt::format("sluice_transfer_latency_seconds{{{},quantile=\"{}\"}} {}\n", labels, q,
@@ -390,6 +401,9 @@ std::string to_prometheus(const std::vector<PublishedStats>& stats) {
       }
     }
   }
+}
+
+void add_process_gauges(std::string& out, const std::vector<PublishedStats>& stats) {
   out +=
       "# HELP sluice_staging_waits_total Times a worker waited for a free staging buffer.\n"
       "# TYPE sluice_staging_waits_total counter\n";
@@ -403,6 +417,18 @@ std::string to_prometheus(const std::vector<PublishedStats>& stats) {
     out += fmt::format("sluice_last_update_seconds{{pid=\"{}\"}} {}\n", s.pid,
                        static_cast<double>(s.updated_unix_ns) * 1e-9);
   }
+}
+
+}  // namespace
+
+std::string to_prometheus(const std::vector<PublishedStats>& stats) {
+  std::string out;
+  add_path_counters(out, stats);
+  add_keyed_counters(out, stats, "device", "device", &StatsSnapshot::devices);
+  add_keyed_counters(out, stats, "filesystem", "fs", &StatsSnapshot::filesystems);
+  add_fallbacks(out, stats);
+  add_latency_summaries(out, stats);
+  add_process_gauges(out, stats);
   return out;
 }
 

@@ -1,10 +1,13 @@
 #include "sluice/units.hpp"
 
 #include <cctype>
+#include <charconv>
 #include <cmath>
 #include <limits>
 
 #include <fmt/format.h>
+
+#include "sluice/error.hpp"
 
 namespace sluice {
 
@@ -35,6 +38,29 @@ std::optional<std::uint64_t> parse_size(std::string_view text) {
   }
   if (shift != 0 && value > (max >> shift)) return std::nullopt;
   return value << shift;
+}
+
+std::optional<double> parse_duration(std::string_view text) {
+  // A digit or a point first: from_chars would take "-1", "inf" and "nan", which are no
+  // durations; a leading space or "+" is refused too.
+  if (text.empty() || !(std::isdigit(static_cast<unsigned char>(text[0])) || text[0] == '.')) return std::nullopt;
+  double v = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || !std::isfinite(v)) return std::nullopt;
+  const std::string_view unit(end, static_cast<std::size_t>(text.data() + text.size() - end));
+  static constexpr std::pair<std::string_view, double> units[] = {
+      {"", 1}, {"s", 1}, {"us", 1e-6}, {"ms", 1e-3}, {"m", 60}, {"min", 60}, {"h", 3600}};
+  for (const auto& [name, scale] : units) {
+    if (unit == name) return v * scale;
+  }
+  return std::nullopt;
+}
+
+double parse_seconds(std::string_view text, std::string_view option) {
+  if (auto v = parse_duration(text)) return *v;
+  if (!text.empty() && text[0] == '-') throw_usage_error({.op = option}, "a duration cannot be negative");
+  throw_usage_error({.op = option},
+                    fmt::format("'{}' is not a duration (try 10, 10s, 500ms, 2m, 1h)", text));
 }
 
 std::string format_size(std::uint64_t bytes) {

@@ -68,6 +68,111 @@ std::uint64_t itemsize_of(const std::string& descr, const std::string& path) {
   refuse_descr(descr, path, fmt::format("has the unknown kind '{}'", kind));
 }
 
+// The header's dict literal: exactly the keys descr, fortran_order and shape.
+struct HeaderFields {
+  const PyValue* descr = nullptr;
+  const PyValue* fortran = nullptr;
+  const PyValue* shape = nullptr;
+};
+
+PyValue parse_header_dict(std::string_view text, unsigned major, const std::string& path) {
+  if (major == 3 && !detail::valid_utf8(text)) bad_file(op, path, "the version 3.0 header is not valid UTF-8");
+  PyValue dict;
+  try {
+    dict = detail::parse_py_literal(text);
+  } catch (const detail::PyLiteralError& e) {
+    bad_file(op, path, fmt::format("the header is not a Python dict literal: {}", e.what()));
+  }
+  if (dict.kind != PyValue::Kind::dict) {
+    bad_file(op, path, fmt::format("the header is {}, not a dict", dict.kind_name()));
+  }
+  return dict;
+}
+
+HeaderFields header_fields(const PyValue& dict, const std::string& path) {
+  HeaderFields f;
+  for (std::size_t i = 0; i < dict.keys.size(); ++i) {
+    const PyValue& key = dict.keys[i];
+    const PyValue& value = dict.items[i];
+    if (key.kind != PyValue::Kind::string) bad_file(op, path, fmt::format("header has a key that is {}", key.kind_name()));
+    const PyValue** slot = key.text == "descr" ? &f.descr : key.text == "fortran_order" ? &f.fortran
+                           : key.text == "shape" ? &f.shape : nullptr;
+    if (slot == nullptr) {
+      bad_file(op, path, fmt::format("header has the unexpected key '{}' (expected descr, fortran_order, shape)",
+                                     quote_for_message(key.text)));
+    }
+    if (*slot != nullptr) bad_file(op, path, fmt::format("header has the key '{}' twice", key.text));
+    *slot = &value;
+  }
+  for (auto [name, v] : {std::pair{"descr", f.descr}, {"fortran_order", f.fortran}, {"shape", f.shape}}) {
+    if (v == nullptr) bad_file(op, path, fmt::format("header field '{}' is missing", name));
+  }
+  return f;
+}
+
+// The shape's dimensions into t.shape; returns the element count.
+std::uint64_t read_shape(const PyValue& shape, TensorInfo& t, const std::string& path) {
+  if (shape.kind != PyValue::Kind::tuple) {
+    bad_file(op, path, fmt::format("header field 'shape' is {}, not a tuple", shape.kind_name()));
+  }
+  if (shape.items.size() > max_dims) {
+    bad_file(op, path, fmt::format("header field 'shape' has {} dimensions, more than {}", shape.items.size(), max_dims));
+  }
+  std::uint64_t count = 1;
+  for (std::size_t i = 0; i < shape.items.size(); ++i) {
+    const PyValue& d = shape.items[i];
+    if (d.kind != PyValue::Kind::integer || d.negative || !d.magnitude) {
+      bad_file(op, path, fmt::format("header field 'shape[{}]' is not a non-negative 64-bit integer", i));
+    }
+    t.shape.push_back(*d.magnitude);
+    auto c = detail::mul(count, *d.magnitude);
+    if (!c) bad_file(op, path, "header field 'shape': the element count overflows 64 bits");
+    count = *c;
+  }
+  return count;
+}
+
+// The array described by the header fields (offset and bytes not yet checked against the file).
+TensorInfo array_of(const HeaderFields& f, const std::string& npy_name, const std::string& path) {
+  TensorInfo t;
+  t.name = npy_name;
+  if (f.descr->kind == PyValue::Kind::list) {
+    bad_file(op, path, "header field 'descr' is a structured dtype (a list of fields), which is not supported");
+  }
+  if (f.descr->kind != PyValue::Kind::string) {
+    bad_file(op, path, fmt::format("header field 'descr' is {}, not a type string", f.descr->kind_name()));
+  }
+  const std::string& descr_text = f.descr->text;
+  const std::uint64_t itemsize = itemsize_of(descr_text, path);
+  t.dtype = parse_numpy_dtype(descr_text).value_or(DType::raw);
+  if (t.dtype == DType::raw) t.raw_dtype = descr_text;
+  if (f.fortran->kind != PyValue::Kind::boolean) {
+    bad_file(op, path, fmt::format("header field 'fortran_order' is {}, not True or False", f.fortran->kind_name()));
+  }
+  t.fortran_order = f.fortran->boolean;
+  const std::uint64_t count = read_shape(*f.shape, t, path);
+  const auto bytes = detail::mul(count, itemsize);
+  if (!bytes || !detail::mul(*bytes, 8)) {
+    bad_file(op, path, fmt::format("header field 'shape' x descr '{}': the byte size overflows 64 bits", descr_text));
+  }
+  t.bytes = *bytes;
+  t.element_bits = static_cast<std::uint32_t>(std::min<std::uint64_t>(itemsize * 8, UINT32_MAX));
+  return t;
+}
+
+// The array's bytes must be exactly what follows the header.
+void check_data_size(const TensorInfo& t, const std::string& descr_text, std::uint64_t available,
+                     const std::string& path) {
+  if (t.bytes > available) {
+    bad_file(op, path, fmt::format("header field 'shape' x descr '{}' needs {} bytes of data but the file has {} "
+                                   "after the header: truncated", descr_text, t.bytes, available));
+  }
+  if (t.bytes < available) {
+    bad_file(op, path, fmt::format("the file has {} bytes after the array data (shape x descr '{}' is {} bytes of "
+                                   "the {} after the header)", available - t.bytes, descr_text, t.bytes, available));
+  }
+}
+
 }  // namespace
 
 TensorFileLayout parse_npy(std::span<const std::byte> header, std::uint64_t file_size,
@@ -89,85 +194,11 @@ TensorFileLayout parse_npy(std::span<const std::byte> header, std::uint64_t file
 
   const std::string_view text(reinterpret_cast<const char*>(header.data()) + preamble,
                               static_cast<std::size_t>(layout.header_bytes));
-  if (major == 3 && !detail::valid_utf8(text)) bad_file(op, path, "the version 3.0 header is not valid UTF-8");
-  PyValue dict;
-  try {
-    dict = detail::parse_py_literal(text);
-  } catch (const detail::PyLiteralError& e) {
-    bad_file(op, path, fmt::format("the header is not a Python dict literal: {}", e.what()));
-  }
-  if (dict.kind != PyValue::Kind::dict) {
-    bad_file(op, path, fmt::format("the header is {}, not a dict", dict.kind_name()));
-  }
-  const PyValue* descr = nullptr;
-  const PyValue* fortran = nullptr;
-  const PyValue* shape = nullptr;
-  for (std::size_t i = 0; i < dict.keys.size(); ++i) {
-    const PyValue& key = dict.keys[i];
-    const PyValue& value = dict.items[i];
-    if (key.kind != PyValue::Kind::string) bad_file(op, path, fmt::format("header has a key that is {}", key.kind_name()));
-    const PyValue** slot = key.text == "descr" ? &descr : key.text == "fortran_order" ? &fortran
-                           : key.text == "shape" ? &shape : nullptr;
-    if (slot == nullptr) {
-      bad_file(op, path, fmt::format("header has the unexpected key '{}' (expected descr, fortran_order, shape)",
-                                     quote_for_message(key.text)));
-    }
-    if (*slot != nullptr) bad_file(op, path, fmt::format("header has the key '{}' twice", key.text));
-    *slot = &value;
-  }
-  for (auto [name, v] : {std::pair{"descr", descr}, {"fortran_order", fortran}, {"shape", shape}}) {
-    if (v == nullptr) bad_file(op, path, fmt::format("header field '{}' is missing", name));
-  }
-
-  TensorInfo t;
-  t.name = npy_name;
-  if (descr->kind == PyValue::Kind::list) {
-    bad_file(op, path, "header field 'descr' is a structured dtype (a list of fields), which is not supported");
-  }
-  if (descr->kind != PyValue::Kind::string) {
-    bad_file(op, path, fmt::format("header field 'descr' is {}, not a type string", descr->kind_name()));
-  }
-  const std::string& descr_text = descr->text;
-  const std::uint64_t itemsize = itemsize_of(descr_text, path);
-  t.dtype = parse_numpy_dtype(descr_text).value_or(DType::raw);
-  if (t.dtype == DType::raw) t.raw_dtype = descr_text;
-  if (fortran->kind != PyValue::Kind::boolean) {
-    bad_file(op, path, fmt::format("header field 'fortran_order' is {}, not True or False", fortran->kind_name()));
-  }
-  t.fortran_order = fortran->boolean;
-  if (shape->kind != PyValue::Kind::tuple) {
-    bad_file(op, path, fmt::format("header field 'shape' is {}, not a tuple", shape->kind_name()));
-  }
-  if (shape->items.size() > max_dims) {
-    bad_file(op, path, fmt::format("header field 'shape' has {} dimensions, more than {}", shape->items.size(), max_dims));
-  }
-  std::uint64_t count = 1;
-  for (std::size_t i = 0; i < shape->items.size(); ++i) {
-    const PyValue& d = shape->items[i];
-    if (d.kind != PyValue::Kind::integer || d.negative || !d.magnitude) {
-      bad_file(op, path, fmt::format("header field 'shape[{}]' is not a non-negative 64-bit integer", i));
-    }
-    t.shape.push_back(*d.magnitude);
-    auto c = detail::mul(count, *d.magnitude);
-    if (!c) bad_file(op, path, "header field 'shape': the element count overflows 64 bits");
-    count = *c;
-  }
-  const auto bytes = detail::mul(count, itemsize);
-  if (!bytes || !detail::mul(*bytes, 8)) {
-    bad_file(op, path, fmt::format("header field 'shape' x descr '{}': the byte size overflows 64 bits", descr_text));
-  }
-  t.bytes = *bytes;
-  t.element_bits = static_cast<std::uint32_t>(std::min<std::uint64_t>(itemsize * 8, UINT32_MAX));
+  const PyValue dict = parse_header_dict(text, major, path);
+  const HeaderFields fields = header_fields(dict, path);
+  TensorInfo t = array_of(fields, npy_name, path);
   t.offset = layout.data_offset;
-  const std::uint64_t available = file_size - layout.data_offset;
-  if (t.bytes > available) {
-    bad_file(op, path, fmt::format("header field 'shape' x descr '{}' needs {} bytes of data but the file has {} "
-                                   "after the header: truncated", descr_text, t.bytes, available));
-  }
-  if (t.bytes < available) {
-    bad_file(op, path, fmt::format("the file has {} bytes after the array data (shape x descr '{}' is {} bytes of "
-                                   "the {} after the header)", available - t.bytes, descr_text, t.bytes, available));
-  }
+  check_data_size(t, fields.descr->text, file_size - layout.data_offset, path);
   layout.tensors.push_back(std::move(t));
   return layout;
 }

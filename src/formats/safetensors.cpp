@@ -120,42 +120,14 @@ TensorInfo parse_tensor(const std::string& name, const json& entry, std::uint64_
   return t;
 }
 
-}  // namespace
-
-std::uint32_t safetensors_dtype_bits(std::string_view dtype) noexcept {
-  const auto type = parse_safetensors_dtype(dtype);
-  return type ? element_bits(*type) : 0;
-}
-
-std::span<const std::string_view> safetensors_dtypes() noexcept { return dtype_names; }
-
-TensorFileLayout parse_safetensors(std::span<const std::byte> header, std::uint64_t file_size,
-                                   const std::string& path) {
-  if (file_size < 8) {
-    bad_file(op, path, fmt::format("the file has {} bytes, fewer than the 8-byte header length: "
-                                   "not a safetensors file, or truncated", file_size));
-  }
-  const std::uint64_t extent = header_extent(TensorFormat::safetensors, header, file_size, path);
-  if (header.size() < extent) {
-    throw_usage_error({.op = op, .path = path},
-                      fmt::format("parse_safetensors given {} header bytes of {}", header.size(), extent));
-  }
-  TensorFileLayout layout;
-  layout.path = path;
-  layout.format = TensorFormat::safetensors;
-  layout.file_size = file_size;
-  layout.header_bytes = extent - 8;
-  layout.data_offset = extent;
-  const std::uint64_t data_size = file_size - extent;
-
-  const auto* text = reinterpret_cast<const char*>(header.data()) + 8;
-  const std::string_view json_text(text, static_cast<std::size_t>(layout.header_bytes));
+// The header's JSON object. Leading whitespace is accepted; duplicate keys and nesting deeper
+// than a tensor's shape are refused while parsing.
+json parse_header_json(std::string_view json_text, const std::string& path) {
   const auto first = json_text.find_first_not_of(" \t\r\n");
   if (first == std::string_view::npos || json_text[first] != '{') {
     bad_file(op, path, fmt::format("the {}-byte header is not a JSON object (it must start with '{{'): "
-                                   "not a safetensors file?", layout.header_bytes));
+                                   "not a safetensors file?", json_text.size()));
   }
-
   // Keys seen per open object, to refuse duplicates; the deepest legal value is an element of a
   // tensor's shape (top object -> tensor object -> shape array -> number).
   std::vector<std::set<std::string, std::less<>>> keys;
@@ -187,23 +159,23 @@ TensorFileLayout parse_safetensors(std::span<const std::byte> header, std::uint6
     bad_file(op, path, fmt::format("the header is not valid JSON: {}", e.what()));
   }
   if (!doc.is_object()) bad_file(op, path, "the header is not a JSON object");
+  return doc;
+}
 
-  for (auto it = doc.begin(); it != doc.end(); ++it) {
-    if (it.key() == "__metadata__") {
-      if (!it.value().is_object()) bad_file(op, path, "header field __metadata__ is not an object");
-      for (auto m = it.value().begin(); m != it.value().end(); ++m) {
-        if (!m.value().is_string()) {
-          bad_file(op, path, fmt::format("header field __metadata__.'{}' is not a string (metadata values must be strings)",
-                                         quote_for_message(m.key())));
-        }
-        layout.metadata.emplace_back(m.key(), m.value().get<std::string>());
-      }
-      continue;
+void read_metadata(const json& metadata, TensorFileLayout& layout, const std::string& path) {
+  if (!metadata.is_object()) bad_file(op, path, "header field __metadata__ is not an object");
+  for (auto m = metadata.begin(); m != metadata.end(); ++m) {
+    if (!m.value().is_string()) {
+      bad_file(op, path, fmt::format("header field __metadata__.'{}' is not a string (metadata values must be strings)",
+                                     quote_for_message(m.key())));
     }
-    layout.tensors.push_back(parse_tensor(it.key(), it.value(), data_size, path));
+    layout.metadata.emplace_back(m.key(), m.value().get<std::string>());
   }
+}
 
-  auto& ts = layout.tensors;
+// Sorts the tensors by offset and checks that they tile the data section: no overlap, no hole,
+// nothing after the last one.
+void check_contiguous(std::vector<TensorInfo>& ts, std::uint64_t data_size, const std::string& path) {
   std::sort(ts.begin(), ts.end(), [](const TensorInfo& a, const TensorInfo& b) {
     if (a.offset != b.offset) return a.offset < b.offset;
     if (a.bytes != b.bytes) return a.bytes < b.bytes;
@@ -229,7 +201,47 @@ TensorFileLayout parse_safetensors(std::span<const std::byte> header, std::uint6
     bad_file(op, path, fmt::format("the data section has {} bytes but the tensors end at {}: {} bytes after the "
                                    "last tensor", data_size, expected, data_size - expected));
   }
-  for (TensorInfo& t : ts) t.offset += layout.data_offset;
+}
+
+}  // namespace
+
+std::uint32_t safetensors_dtype_bits(std::string_view dtype) noexcept {
+  const auto type = parse_safetensors_dtype(dtype);
+  return type ? element_bits(*type) : 0;
+}
+
+std::span<const std::string_view> safetensors_dtypes() noexcept { return dtype_names; }
+
+TensorFileLayout parse_safetensors(std::span<const std::byte> header, std::uint64_t file_size,
+                                   const std::string& path) {
+  if (file_size < 8) {
+    bad_file(op, path, fmt::format("the file has {} bytes, fewer than the 8-byte header length: "
+                                   "not a safetensors file, or truncated", file_size));
+  }
+  const std::uint64_t extent = header_extent(TensorFormat::safetensors, header, file_size, path);
+  if (header.size() < extent) {
+    throw_usage_error({.op = op, .path = path},
+                      fmt::format("parse_safetensors given {} header bytes of {}", header.size(), extent));
+  }
+  TensorFileLayout layout;
+  layout.path = path;
+  layout.format = TensorFormat::safetensors;
+  layout.file_size = file_size;
+  layout.header_bytes = extent - 8;
+  layout.data_offset = extent;
+  const std::uint64_t data_size = file_size - extent;
+
+  const auto* text = reinterpret_cast<const char*>(header.data()) + 8;
+  const json doc = parse_header_json(std::string_view(text, static_cast<std::size_t>(layout.header_bytes)), path);
+  for (auto it = doc.begin(); it != doc.end(); ++it) {
+    if (it.key() == "__metadata__") {
+      read_metadata(it.value(), layout, path);
+    } else {
+      layout.tensors.push_back(parse_tensor(it.key(), it.value(), data_size, path));
+    }
+  }
+  check_contiguous(layout.tensors, data_size, path);
+  for (TensorInfo& t : layout.tensors) t.offset += layout.data_offset;
   return layout;
 }
 

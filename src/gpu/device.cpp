@@ -22,6 +22,26 @@ std::string_view to_string(MemoryKind k) noexcept {
   return "?";
 }
 
+std::optional<MemoryKind> parse_memory_kind(std::string_view text) noexcept {
+  static constexpr std::pair<std::string_view, MemoryKind> names[] = {
+      {"device", MemoryKind::device},
+      {"gpu", MemoryKind::device},
+      {"pinned", MemoryKind::pinned_host},
+      {"pinned-host", MemoryKind::pinned_host},
+      {"pinned_host", MemoryKind::pinned_host},
+      {"pinned host", MemoryKind::pinned_host},
+      {"pageable", MemoryKind::pageable_host},
+      {"host", MemoryKind::pageable_host},
+      {"pageable-host", MemoryKind::pageable_host},
+      {"pageable_host", MemoryKind::pageable_host},
+      {"pageable host", MemoryKind::pageable_host},
+  };
+  for (const auto& [name, kind] : names) {
+    if (text == name) return kind;
+  }
+  return std::nullopt;
+}
+
 std::string_view to_string(DeviceKind k) noexcept {
   return k == DeviceKind::cuda ? "cuda" : "sim";
 }

@@ -6,11 +6,13 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <cmath>
 #include <thread>
 
 #include <fmt/format.h>
 
 #include "sluice/error.hpp"
+#include "sluice/units.hpp"
 
 namespace sluice {
 namespace {
@@ -28,15 +30,13 @@ double probability(std::string_view item, std::string_view text) {
   return p;
 }
 
+// The duration spellings of every other option (units.hpp), to the microsecond.
 std::chrono::microseconds duration(std::string_view item, std::string_view text) {
-  std::uint64_t n = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
-  const std::string_view unit(end, static_cast<std::size_t>(text.data() + text.size() - end));
-  if (ec != std::errc()) bad_faults(item, "expected a duration like 500us, 2ms or 1s");
-  if (unit == "us") return std::chrono::microseconds(n);
-  if (unit == "ms") return std::chrono::milliseconds(n);
-  if (unit == "s") return std::chrono::seconds(n);
-  bad_faults(item, "expected a duration like 500us, 2ms or 1s");
+  const auto seconds = parse_duration(text);
+  if (!seconds || *seconds * 1e6 > static_cast<double>(std::chrono::microseconds::max().count())) {
+    bad_faults(item, "expected a duration like 500us, 2ms or 1s");
+  }
+  return std::chrono::microseconds(std::llround(*seconds * 1e6));
 }
 
 void set_item(RandomFaults& f, std::string_view item) {

@@ -69,6 +69,109 @@ std::string path_summary(const std::map<Path, PathTally>& by_path, Path* main) {
   return mix;
 }
 
+// The plan's reads, kept in flight within the staging budget (always at least one), completed
+// in issue order; each tensor is handed out as the read holding its last byte completes. After
+// a failure no read is issued, those in flight are waited for, and the first failure is thrown.
+class ReadWindow {
+ public:
+  ReadWindow(const Checkpoint& cp, const LoadPlan& plan, const LoadOptions& o,
+             const std::vector<LoadedTensor>& tensors, void* base)
+      : cp_(cp), plan_(plan), o_(o), tensors_(tensors), base_(base) {
+    topts_.device = o.device;
+    topts_.path = o.path;
+    topts_.config = o.config;
+  }
+
+  TransferResult run() {
+    const auto t0 = Clock::now();
+    while (next_ < plan_.reads.size() || !window_.empty()) {
+      issue();
+      if (window_.empty()) break;
+      complete_front();
+    }
+    total_.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    if (failure_) std::rethrow_exception(failure_);
+    if (by_path_.empty()) {
+      total_.path = o_.target == LoadTarget::device ? Path::bounce : Path::host;
+      total_.reason = "nothing to read";
+    } else {
+      total_.reason = path_summary(by_path_, &total_.path);
+    }
+    return total_;
+  }
+
+ private:
+  struct InFlight {
+    std::size_t read;
+    std::future<TransferResult> result;
+  };
+
+  std::byte* dest_of(const LoadRead& r) const {
+    auto* base = static_cast<std::byte*>(o_.destination ? tensors_[r.group].data : base_);
+    return base + r.dest_offset;
+  }
+
+  // Reads while within the budget (always at least one in flight).
+  void issue() {
+    while (!failure_ && next_ < plan_.reads.size() &&
+           (window_.empty() || inflight_ + plan_.reads[next_].size <= o_.inflight_bytes)) {
+      const LoadRead& r = plan_.reads[next_];
+      std::future<TransferResult> f;
+      if (r.size == 0) {
+        std::promise<TransferResult> done;
+        done.set_value({});
+        f = done.get_future();
+      } else {
+        f = read_async(cp_.file(r.file_index), dest_of(r), r.size, r.offset, topts_);
+      }
+      window_.push_back({next_, std::move(f)});
+      inflight_ += r.size;
+      ++next_;
+    }
+  }
+
+  void complete_front() {
+    InFlight done = std::move(window_.front());
+    window_.pop_front();
+    const LoadRead& r = plan_.reads[done.read];
+    inflight_ -= r.size;
+    try {
+      const TransferResult res = done.result.get();
+      if (failure_) return;
+      if (res.bytes != r.size) {
+        throw Error(ErrorDomain::data, EIO,
+                    {.op = "load", .path = cp_.layouts()[r.file_index].path, .offset = r.offset, .size = r.size,
+                     .has_range = true},
+                    fmt::format("the file ended after {} of these bytes: it shrank after its header was read", res.bytes));
+      }
+      if (r.size > 0) {
+        by_path_[res.path].add(res);
+        total_.bytes += res.bytes;
+        total_.ios += res.ios;
+        total_.cached_bytes += res.cached_bytes;
+      }
+      if (o_.on_tensor) {
+        for (std::size_t k : r.completes) o_.on_tensor(tensors_[k]);
+      }
+    } catch (...) {
+      if (!failure_) failure_ = std::current_exception();
+    }
+  }
+
+  const Checkpoint& cp_;
+  const LoadPlan& plan_;
+  const LoadOptions& o_;
+  const std::vector<LoadedTensor>& tensors_;
+  void* base_;
+  TransferOptions topts_;
+  std::deque<InFlight> window_;
+  std::uint64_t inflight_ = 0;
+  std::size_t next_ = 0;
+  std::map<Path, PathTally> by_path_;
+  TransferResult total_;
+  std::exception_ptr failure_;
+};
+
 }  // namespace
 
 LoadedTensors::LoadedTensors(LoadedTensors&& o) noexcept { *this = std::move(o); }
@@ -154,79 +257,8 @@ LoadedTensors load(const Checkpoint& cp, const LoadOptions& o) {
     out.by_name_.emplace(t.info->name, i);
   }
 
-  TransferOptions topts;
-  topts.device = o.device;
-  topts.path = o.path;
-  topts.config = o.config;
-
-  struct InFlight {
-    std::size_t read;
-    std::future<TransferResult> result;
-  };
-  std::deque<InFlight> window;
-  std::uint64_t inflight = 0;
-  std::size_t next = 0;
-  std::map<Path, PathTally> by_path;
-  TransferResult& total = out.result_;
-  std::exception_ptr failure;
-
-  auto dest_of = [&](const LoadRead& r) {
-    auto* base = static_cast<std::byte*>(o.destination ? out.tensors_[r.group].data : out.base_);
-    return base + r.dest_offset;
-  };
-  const auto t0 = Clock::now();
-  while (next < plan.reads.size() || !window.empty()) {
-    // Issue reads while within the budget (always at least one in flight).
-    while (!failure && next < plan.reads.size() &&
-           (window.empty() || inflight + plan.reads[next].size <= o.inflight_bytes)) {
-      const LoadRead& r = plan.reads[next];
-      std::future<TransferResult> f;
-      if (r.size == 0) {
-        std::promise<TransferResult> done;
-        done.set_value({});
-        f = done.get_future();
-      } else {
-        f = read_async(cp.file(r.file_index), dest_of(r), r.size, r.offset, topts);
-      }
-      window.push_back({next, std::move(f)});
-      inflight += r.size;
-      ++next;
-    }
-    if (window.empty()) break;
-    InFlight done = std::move(window.front());
-    window.pop_front();
-    const LoadRead& r = plan.reads[done.read];
-    inflight -= r.size;
-    try {
-      const TransferResult res = done.result.get();
-      if (failure) continue;
-      if (res.bytes != r.size) {
-        throw Error(ErrorDomain::data, EIO,
-                    {.op = "load", .path = cp.layouts()[r.file_index].path, .offset = r.offset, .size = r.size,
-                     .has_range = true},
-                    fmt::format("the file ended after {} of these bytes: it shrank after its header was read", res.bytes));
-      }
-      if (r.size > 0) {
-        by_path[res.path].add(res);
-        total.bytes += res.bytes;
-        total.ios += res.ios;
-        total.cached_bytes += res.cached_bytes;
-      }
-      if (o.on_tensor) {
-        for (std::size_t k : r.completes) o.on_tensor(out.tensors_[k]);
-      }
-    } catch (...) {
-      if (!failure) failure = std::current_exception();
-    }
-  }
-  total.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-  if (failure) std::rethrow_exception(failure);
-  if (by_path.empty()) {
-    total.path = o.target == LoadTarget::device ? Path::bounce : Path::host;
-    total.reason = "nothing to read";
-  } else {
-    total.reason = path_summary(by_path, &total.path);
-  }
+  ReadWindow reads(cp, plan, o, out.tensors_, out.base_);
+  out.result_ = reads.run();
   return out;
 }
 

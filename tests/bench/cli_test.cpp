@@ -407,6 +407,31 @@ TEST_F(BenchCli, CompareOnTheSimDevicePrintsMediansAndRatios) {
   }
 }
 
+// Every duration option takes the one duration syntax (units.hpp) and --memory the one set of
+// memory names (device.hpp), with load's "host" for pageable.
+TEST_F(BenchCli, DurationsAndMemoryNamesAsEveryCommandSpellsThem) {
+  struct Case {
+    std::string args;
+    double time_s, warmup_s, sample_s;
+    const char* memory;
+  };
+  const Case cases[] = {
+      {"--time 500ms --warmup 250ms --sample-interval 100ms --memory host", 0.5, 0.25, 0.1, "pageable host"},
+      {"--time 2m --warmup 1.5 --sample-interval 2s --memory pageable", 120, 1.5, 2, "pageable host"},
+      {"--time 1h --warmup 0.5min --sample-interval 500us --memory pinned", 3600, 30, 500e-6, "pinned host"},
+      {"--time 10 --memory gpu", 10, 0, 1, "device"},
+  };
+  for (const Case& c : cases) {
+    const CliRun r = bench(fmt::format("--print-plan --file {} --size 1M --xfer cpu-gpu {}", f(), c.args));
+    ASSERT_EQ(r.rc, 0) << c.args << ": " << r.err;
+    const json w = json::parse(r.out)["workload"];
+    EXPECT_DOUBLE_EQ(w["time_s"].get<double>(), c.time_s) << c.args;
+    EXPECT_DOUBLE_EQ(w["warmup_s"].get<double>(), c.warmup_s) << c.args;
+    EXPECT_DOUBLE_EQ(w["sample_interval_s"].get<double>(), c.sample_s) << c.args;
+    EXPECT_EQ(w["memory"], c.memory) << c.args;
+  }
+}
+
 TEST_F(BenchCli, BadArgumentsExitTwoWithAMessage) {
   test::write_file(file_, test::random_bytes(64 * 1024, 3));
   struct Case {
@@ -423,6 +448,11 @@ TEST_F(BenchCli, BadArgumentsExitTwoWithAMessage) {
       {fmt::format("--file {} --block-size 4K:1K", f()), "ends below its start"},
       {"--size 1M", "give --file or --dir"},
       {fmt::format("--replay {}", f()), "not JSON"},
+      {fmt::format("--file {} --time 5x", f()), "--time: '5x' is not a duration"},
+      {fmt::format("--file {} --time=-3s", f()), "--time: a duration cannot be negative"},
+      {fmt::format("--file {} --warmup 2days", f()), "--warmup: '2days' is not a duration"},
+      {fmt::format("--file {} --sample-interval 1x", f()), "--sample-interval: '1x' is not a duration"},
+      {fmt::format("--file {} --memory nowhere", f()), "--memory: unknown memory 'nowhere'"},
   };
   for (const auto& c : cases) {
     const CliRun r = bench(c.args);

@@ -270,11 +270,38 @@ with open(sys.argv[2], 'w') as f:
   EXPECT_NE(r.err.find("object array"), std::string::npos) << r.err;
 }
 
+// --memory means what it means for sluice bench: device, pinned, pageable, with the aliases gpu
+// and host (load's first spelling of pageable); the summary names where the tensors went.
+TEST_F(LoadCli, MemorySpellingsAreBenchs) {
+  const auto f = put("m.safetensors", test::safetensors_file({{"a", "F32", {4}, pattern(16)}}));
+  const std::pair<const char*, const char*> cases[] = {
+      {"--memory pageable", "pageable host memory"},
+      {"--memory host", "pageable host memory"},
+      {"--memory pinned --device sim", "pinned_host memory of "},
+      {"--memory pinned-host --device sim", "pinned_host memory of "},
+      {"--memory gpu --device sim", "device memory of "},
+      {"--memory device --device sim", "device memory of "},
+      {"--device sim", "device memory of "},
+      {"--path host", "pageable host memory"},
+  };
+  for (const auto& [flags, where] : cases) {
+    const CliRun r = sluice(shell_quote(f) + " --json " + flags);
+    ASSERT_EQ(r.rc, 0) << flags << ": " << r.err;
+    const std::string memory = nlohmann::json::parse(r.out)["summary"]["memory"];
+    EXPECT_EQ(memory.rfind(where, 0), 0U) << flags << ": " << memory;
+  }
+  const CliRun bad = sluice(shell_quote(f) + " --memory nowhere");
+  EXPECT_EQ(bad.rc, 2);
+  EXPECT_NE(bad.err.find("--memory: unknown memory 'nowhere' (expected device, pinned or pageable"), std::string::npos)
+      << bad.err;
+}
+
 TEST_F(LoadCli, ExitCodesAndMessages) {
   const auto f = put("m.safetensors", test::safetensors_file({{"a", "F32", {4}, pattern(16)}, {"b", "U8", {3}, pattern(3)}}));
   const std::string q = shell_quote(f);
   for (const std::string& bad : {q + " --rank 1", q + " --rank 2 --world 2", q + " --path sideways",
-                                 q + " --memory gpu", q + " --tensors a,nope", q + " --alignment 3",
+                                 q + " --memory nowhere", q + " --memory device --path host",
+                                 q + " --tensors a,nope", q + " --alignment 3",
                                  q + " --device tpu:0", std::string("")}) {
     const CliRun r = sluice(bad);
     EXPECT_EQ(r.rc, 2) << bad << ": " << r.err;

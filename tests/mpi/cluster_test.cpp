@@ -1,7 +1,8 @@
 // The pieces of `sluice bench` under MPI that need no MPI: the launcher variables, placeholder
 // expansion, --rotate's partner, the aggregate over ranks (IOR's common window, exact histogram
 // merge, slowest rank, stonewall figures), the wire format and the JSON report, and a whole
-// plan through run_plan_on_cluster on the single-process communicator.
+// plan through run_plan_on_cluster on the single-process communicator; for `sluice load`, the
+// share each rank loads and load_on_cluster against a scripted communicator (rank 0 and not).
 #include <gtest/gtest.h>
 
 #include <map>
@@ -10,7 +11,9 @@
 
 #include "sluice/bench_cluster.hpp"
 #include "sluice/cluster.hpp"
+#include "load/tensor_files.hpp"
 #include "sluice/error.hpp"
+#include "sluice/load_cluster.hpp"
 #include "support/test_util.hpp"
 
 namespace sluice {
@@ -291,6 +294,142 @@ TEST(ClusterRun, RotateNeedsAFilePerRank) {
   plan.workload.size = MiB;
   EXPECT_THROW(
       (void)bench::run_plan_on_cluster(*comm, {}, plan, {.rotate = true, .stonewall_s = 0}), Error);
+}
+
+TEST(LoadShare, FlagsThenLauncherThenAlone) {
+  ClusterEnv alone;
+  ClusterEnv torchrun{.rank = 3, .local_rank = 1, .world_size = 4, .local_size = 2,
+                      .launcher = Launcher::torchrun, .host = "h"};
+  const LoadShare flags = load_share(1, 2, torchrun);  // the flags win over the variables
+  EXPECT_EQ(flags.rank, 1U);
+  EXPECT_EQ(flags.world, 2U);
+  EXPECT_FALSE(flags.from_env);
+  const LoadShare env = load_share(-1, -1, torchrun);
+  EXPECT_EQ(env.rank, 3U);
+  EXPECT_EQ(env.world, 4U);
+  EXPECT_TRUE(env.from_env);
+  const LoadShare one = load_share(-1, -1, alone);
+  EXPECT_EQ(one.rank, 0U);
+  EXPECT_EQ(one.world, 1U);
+  EXPECT_FALSE(one.from_env);
+}
+
+TEST(LoadShare, BadFlagsAreUsageErrors) {
+  for (auto [rank, world] : {std::pair{1, -1}, {-1, 2}, {0, 0}, {2, 2}, {5, 3}}) {
+    try {
+      (void)load_share(rank, world, {});
+      ADD_FAILURE() << "--rank " << rank << " --world " << world << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.domain(), ErrorDomain::usage) << e.what();
+      EXPECT_NE(std::string(e.what()).find("--"), std::string::npos) << "names the flag: " << e.what();
+    }
+  }
+}
+
+// A communicator whose other ranks are scripted: it records the calls and, at rank 0, answers
+// the gather with this rank's record and the ones given.
+class ScriptedComm final : public Communicator {
+ public:
+  ScriptedComm(int rank, int size, std::vector<RankSpan> others) : rank_(rank), size_(size), others_(std::move(others)) {}
+  [[nodiscard]] int rank() const noexcept override { return rank_; }
+  [[nodiscard]] int size() const noexcept override { return size_; }
+  [[nodiscard]] std::string_view kind() const noexcept override { return "scripted"; }
+  void barrier() override { ++barriers; }
+  std::vector<std::string> gather(const std::string& mine, int root) override {
+    ++gathers;
+    sent = mine;
+    if (rank_ != root) return {};
+    std::vector<std::string> all{mine};
+    for (const RankSpan& s : others_) all.push_back(to_wire(s));
+    return all;
+  }
+  std::string broadcast(const std::string& value, int) override { return value; }
+  [[noreturn]] void abort(int code) override { throw std::runtime_error("abort " + std::to_string(code)); }
+
+  int barriers = 0;
+  int gathers = 0;
+  std::string sent;
+
+ private:
+  int rank_;
+  int size_;
+  std::vector<RankSpan> others_;
+};
+
+class LoadOnCluster : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::vector<test::StTensor> ts;
+    for (int i = 0; i < 4; ++i) {
+      ts.push_back({"t" + std::to_string(i), "U8", {64 * KiB}, std::vector<std::byte>(64 * KiB, std::byte(i))});
+    }
+    test::write_file(dir_.file("m.safetensors"), test::safetensors_file(ts));
+    options_.target = LoadTarget::pageable_host;
+    options_.world = 2;
+  }
+  [[nodiscard]] Checkpoint open_checkpoint() const {
+    const std::vector<std::string> paths{dir_.file("m.safetensors")};
+    return Checkpoint::open(paths);
+  }
+  test::TempDir dir_{"/var/tmp", "sluice-load-cluster-"};
+  LoadOptions options_;
+  ClusterEnv where_{.rank = 0, .local_rank = 0, .world_size = 2, .local_size = 2,
+                    .launcher = Launcher::openmpi, .host = "here"};
+};
+
+TEST_F(LoadOnCluster, WithoutACommunicatorItIsAPlainLoadOfTheShare) {
+  const Checkpoint cp = open_checkpoint();
+  options_.rank = 1;
+  const ClusterLoad done = load_on_cluster(nullptr, where_, cp, options_);
+  EXPECT_FALSE(done.aggregate.has_value());
+  ASSERT_EQ(done.loaded.tensors().size(), 2U);  // its half: t2 and t3
+  EXPECT_EQ(done.loaded.tensors()[0].info->name, "t2");
+  EXPECT_EQ(done.loaded.result().bytes, 128 * KiB);
+}
+
+TEST_F(LoadOnCluster, RankZeroStartsAfterTheBarrierAndGetsTheAggregate) {
+  const Checkpoint cp = open_checkpoint();
+  const double before = unix_now();
+  // The other rank: 1 MiB over two seconds that began a second before this one.
+  ScriptedComm comm(0, 2, {{.rank = 1, .host = "there", .bytes = MiB, .start = before - 1, .end = before + 1, .error = {}}});
+  int barriers_seen = -1;
+  options_.on_tensor = [&](const LoadedTensor&) { barriers_seen = comm.barriers; };
+  const ClusterLoad done = load_on_cluster(&comm, where_, cp, options_);
+  EXPECT_EQ(barriers_seen, 1) << "the load starts after the barrier";
+  EXPECT_EQ(comm.gathers, 1);
+  const RankSpan mine = span_from_wire(comm.sent);
+  EXPECT_EQ(mine.rank, 0);
+  EXPECT_EQ(mine.host, "here");
+  EXPECT_EQ(mine.bytes, 128 * KiB);
+  EXPECT_GE(mine.start, before);
+  EXPECT_GE(mine.end, mine.start);
+  ASSERT_TRUE(done.aggregate.has_value());
+  EXPECT_EQ(done.aggregate->ranks, 2);
+  EXPECT_EQ(done.aggregate->bytes, MiB + 128 * KiB);
+  EXPECT_DOUBLE_EQ(done.aggregate->start, before - 1);
+  EXPECT_DOUBLE_EQ(done.aggregate->end, std::max(before + 1, mine.end));
+  EXPECT_EQ(done.loaded.tensors().size(), 2U);
+}
+
+TEST_F(LoadOnCluster, OtherRanksSendTheirSpanAndGetNoAggregate) {
+  const Checkpoint cp = open_checkpoint();
+  options_.rank = 1;
+  ClusterEnv where = where_;
+  where.rank = 1;
+  ScriptedComm comm(1, 2, {});
+  const ClusterLoad done = load_on_cluster(&comm, where, cp, options_);
+  EXPECT_EQ(comm.barriers, 1);
+  EXPECT_EQ(span_from_wire(comm.sent).rank, 1);
+  EXPECT_EQ(span_from_wire(comm.sent).bytes, 128 * KiB);
+  EXPECT_FALSE(done.aggregate.has_value());
+}
+
+TEST_F(LoadOnCluster, AFailedLoadThrowsBeforeTheGather) {
+  const Checkpoint cp = open_checkpoint();
+  options_.tensors = {"nope"};
+  ScriptedComm comm(0, 2, {});
+  EXPECT_THROW((void)load_on_cluster(&comm, where_, cp, options_), Error);
+  EXPECT_EQ(comm.gathers, 0) << "the caller ends the job; the others wait in the gather";
 }
 
 }  // namespace

@@ -9,38 +9,6 @@
 #include "sluice/error.hpp"
 
 namespace sluice::cli {
-namespace {
-
-MemoryKind parse_memory(const std::string& m) {
-  if (m == "device" || m == "gpu") return MemoryKind::device;
-  if (m == "pinned" || m == "pinned-host" || m == "pinned_host") return MemoryKind::pinned_host;
-  if (m == "pageable" || m == "host" || m == "pageable-host" || m == "pageable_host") {
-    return MemoryKind::pageable_host;
-  }
-  throw UsageError(fmt::format("--memory: unknown memory kind '{}' (expected device, pinned or pageable)", m));
-}
-
-}  // namespace
-
-double parse_seconds(const std::string& text, const char* option) {
-  std::size_t used = 0;
-  double v = 0;
-  try {
-    v = std::stod(text, &used);
-  } catch (const std::exception&) {
-    throw UsageError(fmt::format("{}: '{}' is not a duration (try 10, 10s, 2m)", option, text));
-  }
-  const std::string unit = text.substr(used);
-  if (unit == "m" || unit == "min") {
-    v *= 60;
-  } else if (unit == "h") {
-    v *= 3600;
-  } else if (!unit.empty() && unit != "s") {
-    throw UsageError(fmt::format("{}: '{}' is not a duration (try 10, 10s, 2m)", option, text));
-  }
-  if (v < 0) throw UsageError(fmt::format("{}: duration cannot be negative", option));
-  return v;
-}
 
 bench::Plan make_plan(const BenchArgs& a) {
   bench::Plan plan;
@@ -76,7 +44,7 @@ bench::Plan make_plan(const BenchArgs& a) {
     w.device = fmt::format("cuda:{}", a.gpu_index);
   }
   if (!a.memory.empty()) {
-    w.memory = parse_memory(a.memory);
+    w.memory = memory_option(a.memory);
   } else if (a.gdsio_memory >= 0) {
     static constexpr MemoryKind gdsio_kinds[] = {MemoryKind::device, MemoryKind::device, MemoryKind::pinned_host,
                                                  MemoryKind::pageable_host, MemoryKind::pageable_host};
@@ -137,7 +105,7 @@ void add_workload_options(CLI::App* c, BenchArgs& a) {
   c->add_option("--mix", a.mix, "rw/randrw: percent of reads")->capture_default_str();
   c->add_option("--threads,-w", a.threads, "threads")->capture_default_str();
   c->add_option("--iodepth,-B", a.iodepth, "transfers in flight per thread (gdsio -B: batch size)")->capture_default_str();
-  c->add_option("--time,-T", a.time, "run this long (10, 10s, 2m) instead of covering --size once");
+  c->add_option("--time,-T", a.time, "run this long (10, 10s, 500ms, 2m) instead of covering --size once");
   c->add_option("--offset,-o", a.offset, "first byte of each file")->check(size_validator());
   c->add_flag("--unaligned,-U", a.unaligned, "random offsets at any byte instead of block multiples");
   c->add_option("--seed,-k", a.seed, "seed of the random offsets and of the verification pattern")->capture_default_str();
@@ -150,7 +118,7 @@ void add_workload_options(CLI::App* c, BenchArgs& a) {
       ->check(setting_validator("cache_policy"));
   c->add_option("-O", a.gdsio_fd_mode, "gdsio: 0 O_DIRECT, 1 buffered")->check(CLI::Range(0, 1));
   c->add_flag("--drop-caches", a.drop_caches, "drop the page cache before each run (root; else fadvise per file)");
-  c->add_option("--warmup", a.warmup, "seconds to run first and discard");
+  c->add_option("--warmup", a.warmup, "run this long first and discard it (10, 10s, 500ms)")->transform(duration_transformer());
   c->add_option("--repeat", a.repeat, "rounds (interleaved across --compare types)")->capture_default_str();
   c->add_option("--xfer,-x", a.xfer,
                 "transfer type, name or gdsio number: gpu-direct 0, cpu-only 1, cpu-gpu 2, cpu-async-gpu 3, "
@@ -158,12 +126,13 @@ void add_workload_options(CLI::App* c, BenchArgs& a) {
       ->capture_default_str();
   c->add_option("--device", a.device, "auto | sim | cuda:N | cuda:0,1 (threads round-robin)");
   c->add_option("-d", a.gpu_index, "gdsio: GPU index (cuda:N); --device wins");
-  c->add_option("--memory", a.memory, "device | pinned | pageable (GPU types; default device)");
+  c->add_option("--memory", a.memory, memory_option_help("GPU types; default device"));
   c->add_option("-m", a.gdsio_memory, "gdsio memory type: 0 cudaMalloc, 1 cuMem, 2 cudaMallocHost, 3 malloc, 4 mmap");
   c->add_option("--numa-node,-n", a.numa_node, "run the threads on this NUMA node's CPUs");
   c->add_flag("--strict", a.strict, "gpu-direct types fail (with the reason) instead of falling back");
-  c->add_option("--sample-interval", a.sample_interval, "seconds between throughput samples of time-bound runs")
-      ->capture_default_str();
+  c->add_option("--sample-interval", a.sample_interval, "time between throughput samples of time-bound runs (1s, 200ms)")
+      ->capture_default_str()
+      ->transform(duration_transformer());
   c->add_option("--submit-batch", a.submit_batch,
                 "cpu-only: submit every N prepared I/Os (1: one syscall each, fio's default); "
                 "0: refill every free slot, submitting iodepth/16 (at least 1) at a time")

@@ -65,8 +65,6 @@ void add_output_options(CLI::App* c, BenchArgs& a);
 void add_mpi_options(CLI::App* c, BenchArgs& a);
 /// Checks the options and builds the plan; throws UsageError / a usage Error on bad input.
 [[nodiscard]] bench::Plan make_plan(const BenchArgs& a);
-/// "10", "10s", "2m", "1h" as seconds; throws UsageError naming `option`.
-[[nodiscard]] double parse_seconds(const std::string& text, const char* option);
 
 /// The command as it was typed (from /proc/self/cmdline, shell-quoted), for reports.
 [[nodiscard]] std::string command_line();

@@ -42,6 +42,28 @@ CLI::Validator size_validator() {
       "SIZE");
 }
 
+CLI::Validator duration_transformer() {
+  return CLI::Validator(
+      [](std::string& value) -> std::string {
+        try {
+          value = fmt::format("{}", parse_seconds(value, "duration"));
+          return {};
+        } catch (const Error& e) {
+          return e.detail();
+        }
+      },
+      "DURATION");
+}
+
+MemoryKind memory_option(const std::string& text) {
+  if (auto k = parse_memory_kind(text)) return *k;
+  throw UsageError(fmt::format("--memory: unknown memory '{}' (expected device, pinned or pageable; host is pageable)", text));
+}
+
+std::string memory_option_help(std::string_view note) {
+  return fmt::format("where the bytes go: device | pinned | pageable (host = pageable; {})", note);
+}
+
 std::uint64_t to_size(const std::string& text, const char* option) {
   auto v = parse_size(text);
   if (!v) throw UsageError(fmt::format("{}: '{}' is not a size (try 4096, 4K, 1M, 2G)", option, text));

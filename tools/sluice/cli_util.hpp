@@ -9,6 +9,7 @@
 #include "sluice/device.hpp"
 #include "sluice/host_memory.hpp"
 #include "sluice/transfer.hpp"
+#include "sluice/units.hpp"
 
 namespace sluice::cli {
 
@@ -41,6 +42,14 @@ T setting_value(T Config::*field, const std::string& setting, const std::string&
 /// CLI11 validator/transformer for sizes with units ("4K", "1MiB", "2G").
 CLI::Validator size_validator();
 std::uint64_t to_size(const std::string& text, const char* option);
+/// --memory of every command: parse_memory_kind's spellings (device, pinned, pageable, and the
+/// aliases gpu and host), or a UsageError listing them.
+MemoryKind memory_option(const std::string& text);
+/// --memory's help text, with the command's own note (its default).
+std::string memory_option_help(std::string_view note);
+/// CLI11 transformer for a duration held as seconds (a double option): "500ms", "2m" or a bare
+/// number of seconds (parse_duration's spellings) becomes the number of seconds.
+CLI::Validator duration_transformer();
 
 /// User + system CPU seconds used by this process so far.
 double cpu_seconds();

@@ -16,15 +16,13 @@
 #include "bench_options.hpp"
 #include "cli_util.hpp"
 #include "commands.hpp"
+#include "job.hpp"
 #include "sluice/bench.hpp"
 #include "sluice/bench_cluster.hpp"
 #include "sluice/bench_report.hpp"
 #include "sluice/report.hpp"
 #include "sluice/cluster.hpp"
 #include "sluice/error.hpp"
-#ifdef SLUICE_WITH_MPI
-#include "sluice/mpi.hpp"
-#endif
 
 namespace sluice::cli {
 namespace {
@@ -68,29 +66,6 @@ std::string read_text(const std::string& path) {
   return ss.str();
 }
 
-// The job's communicator: MPI under an MPI launcher with more than one process, else one
-// process. Fails where the environment says several processes but MPI cannot join them.
-std::unique_ptr<Communicator> job_communicator(const ClusterEnv& env) {
-  if (env.world_size <= 1) return make_single_communicator();
-  if (!is_mpi_launcher(env.launcher)) {
-    throw UsageError(fmt::format("the environment says rank {} of {} ({}), but sluice bench needs MPI to run in "
-                                 "step: start it with mpirun or srun", env.rank, env.world_size,
-                                 to_string(env.launcher)));
-  }
-#ifdef SLUICE_WITH_MPI
-  auto comm = make_mpi_communicator();
-  if (comm->size() != env.world_size) {
-    throw UsageError(fmt::format("the launcher ({}) says {} processes but MPI joined {} (srun needs --mpi=pmix "
-                                 "or pmi2 for this MPI)", to_string(env.launcher), env.world_size, comm->size()));
-  }
-  return comm;
-#else
-  throw UsageError(fmt::format("the launcher ({}) started {} processes, but this sluice was built without MPI "
-                               "(SLUICE_WITH_MPI=OFF): rebuild with libopenmpi-dev, or run one process",
-                               to_string(env.launcher), env.world_size));
-#endif
-}
-
 bool wants_cluster(const BenchArgs& a, const bench::Plan& plan, const ClusterEnv& env) {
   const auto& w = plan.workload;
   return env.world_size > 1 || a.rotate || !a.stonewall.empty() || has_placeholders(w.dir) ||
@@ -123,11 +98,7 @@ int run_cluster_bench(const BenchArgs& a, const bench::Plan& plan, const Cluster
     runs = bench::run_plan_on_cluster(*comm, env, plan, options, on_phase, {}, &hosts);
   } catch (const std::exception& e) {
     if (comm->size() <= 1) throw;
-    // The other ranks wait for this one in a collective call: end the job, naming the rank.
-    std::fprintf(stderr, "sluice bench: rank %d on %s: error: %s (ending the job)\n", comm->rank(), env.host.c_str(),
-                 e.what());
-    std::fflush(stderr);
-    comm->abort(exit_code(e));
+    end_job(*comm, env, "bench", e);  // the other ranks wait for this one in a collective call
   }
   if (root) {
     const auto summaries = [&] {

@@ -1,6 +1,7 @@
 // sluice load: tensor files (safetensors, .npy, sharded checkpoints) into device or host memory
 // through the loader API, with a per-tensor table, optional XXH3-64 checksums of the bytes as
-// they landed, and a summary naming the path taken.
+// they landed, and a summary naming the path taken. The options become LoadOptions here; the
+// load, alone or as one rank of a job, is the library's (load_cluster.hpp).
 #include <unistd.h>
 
 #include <chrono>
@@ -13,11 +14,10 @@
 
 #include "cli_util.hpp"
 #include "commands.hpp"
+#include "job.hpp"
 #include "sluice/cluster.hpp"
 #include "sluice/load.hpp"
-#ifdef SLUICE_WITH_MPI
-#include "sluice/mpi.hpp"
-#endif
+#include "sluice/load_cluster.hpp"
 #include "sluice/units.hpp"
 
 namespace sluice::cli {
@@ -27,7 +27,7 @@ struct LoadArgs {
   std::vector<std::string> paths;
   std::string device;
   std::string path = "auto";
-  std::string memory = "device";
+  std::string memory;  // empty: device (pageable host under --path host)
   std::vector<std::string> tensors;
   int rank = -1;
   int world = -1;
@@ -70,155 +70,160 @@ class Progress {
   std::chrono::steady_clock::time_point last_{};
 };
 
-// Under a launcher with several processes and no --rank/--world: MPI when this sluice has it
-// and an MPI launcher started the job (for the aggregate); otherwise nullptr, and each process
-// loads its share and reports only its own figures (torchrun, or a build without MPI).
-std::unique_ptr<Communicator> load_communicator(const ClusterEnv& env) {
-#ifdef SLUICE_WITH_MPI
-  if (is_mpi_launcher(env.launcher)) {
-    auto comm = make_mpi_communicator();
-    if (comm->size() == env.world_size) return comm;
+// The memory tensors go to: --memory (default device), pageable host memory under --path host.
+LoadTarget load_target(const LoadArgs& a, std::optional<Path> path) {
+  const MemoryKind memory = a.memory.empty() ? MemoryKind::device : memory_option(a.memory);
+  if (path == Path::host && memory == MemoryKind::device) {
+    if (!a.memory.empty() || !a.device.empty()) throw UsageError("--path host loads into host memory, not --memory device");
+    return LoadTarget::pageable_host;
   }
-#endif
-  (void)env;
-  return nullptr;
+  switch (memory) {
+    case MemoryKind::device: return LoadTarget::device;
+    case MemoryKind::pinned_host: return LoadTarget::pinned_host;
+    case MemoryKind::pageable_host: return LoadTarget::pageable_host;
+  }
+  return LoadTarget::device;
 }
 
-int run_load(const LoadArgs& a) {
+LoadOptions load_options(const LoadArgs& a, const LoadShare& share, const ClusterEnv& env) {
   LoadOptions o;
-  apply_cache_policy(a.cache_policy);
-  if ((a.rank >= 0) != (a.world >= 0)) throw UsageError("--rank and --world go together");
-  const ClusterEnv env = detect_cluster_env();
-  const bool from_env = a.world < 0 && env.world_size > 1;
-  if (from_env) {
-    o.rank = static_cast<unsigned>(env.rank);
-    o.world = static_cast<unsigned>(env.world_size);
-  }
-  if (a.world >= 0) {
-    if (a.world < 1) throw UsageError("--world must be at least 1");
-    if (a.rank >= a.world) throw UsageError(fmt::format("--rank {} must be below --world {}", a.rank, a.world));
-    o.rank = static_cast<unsigned>(a.rank);
-    o.world = static_cast<unsigned>(a.world);
-  }
+  o.rank = share.rank;
+  o.world = share.world;
   o.alignment = to_size(a.alignment, "--alignment");
   if (o.alignment == 0 || (o.alignment & (o.alignment - 1)) != 0) throw UsageError("--alignment must be a power of two");
   o.max_read = to_size(a.max_read, "--max-read");
   o.inflight_bytes = to_size(a.inflight, "--inflight");
   if (o.max_read == 0 || o.inflight_bytes == 0) throw UsageError("--max-read and --inflight must be larger than 0");
   o.tensors = a.tensors;
-
   o.path = forced_path(setting_value(&Config::path, "path", a.path));
-  if (a.memory == "device") {
-    o.target = LoadTarget::device;
-  } else if (a.memory == "pinned") {
-    o.target = LoadTarget::pinned_host;
-  } else if (a.memory == "host") {
-    o.target = LoadTarget::pageable_host;
-  } else {
-    throw UsageError(fmt::format("--memory: unknown memory '{}' (expected device, pinned or host)", a.memory));
-  }
-  if (o.path == Path::host && o.target == LoadTarget::device) {
-    if (a.memory != "device" || !a.device.empty()) throw UsageError("--path host loads into host memory, not --memory device");
-    o.target = LoadTarget::pageable_host;
-  }
+  o.target = load_target(a, o.path);
   if (o.target != LoadTarget::pageable_host || !a.device.empty()) {
     o.device = a.device.empty() ? open_device(config()->device) : open_device(expand_placeholders(a.device, env));
   }
+  return o;
+}
 
-  const Checkpoint cp = Checkpoint::open(a.paths);
-  if (a.list) {
-    const LoadPlan plan = plan_load(cp, o);  // checks --tensors and the rank split
-    nlohmann::json j = nlohmann::json::array();
-    for (const TensorInfo* t : plan.tensors) {
-      if (a.json) {
-        j.push_back({{"name", t->name}, {"dtype", dtype_text(*t, cp.layouts()[t->file_index].format)}, {"shape", t->shape}, {"bytes", t->bytes},
-                     {"file", cp.layouts()[t->file_index].path}, {"offset", t->offset}});
-      } else {
-        std::printf("%s\t%s\t%s\t%llu\t%s@%llu\n", t->name.c_str(), dtype_text(*t, cp.layouts()[t->file_index].format).c_str(), shape_text(t->shape).c_str(),
-                    static_cast<unsigned long long>(t->bytes), cp.layouts()[t->file_index].path.c_str(),
-                    static_cast<unsigned long long>(t->offset));
-      }
-    }
-    if (a.json) std::printf("%s\n", nlohmann::json{{"tensors", j}}.dump().c_str());
-    return 0;
-  }
+std::string dtype_of(const Checkpoint& cp, const TensorInfo& t) {
+  return dtype_text(t, cp.layouts()[t.file_index].format);
+}
 
-  std::uint64_t planned = 0;
-  for (const TensorInfo* t : plan_load(cp, o).tensors) planned += t->bytes;
-  std::unique_ptr<Communicator> comm = from_env ? load_communicator(env) : nullptr;
-  Progress progress(planned, !a.json && isatty(STDERR_FILENO) != 0 && (!comm || comm->rank() == 0));
-  o.on_tensor = [&progress](const LoadedTensor& t) { progress.add(t.info->bytes); };
-  if (comm) comm->barrier();  // every rank starts together: the aggregate's window is honest
-  const double started = unix_now();
-  std::optional<LoadedTensors> loaded_or;
-  try {
-    loaded_or.emplace(load(cp, o));
-  } catch (const std::exception& e) {
-    if (!comm) throw;
-    // The others wait for this rank's figures: end the job, naming the rank.
-    std::fprintf(stderr, "sluice load: rank %d on %s: error: %s (ending the job)\n", env.rank, env.host.c_str(), e.what());
-    std::fflush(stderr);
-    comm->abort(exit_code(e));
+// --list: the plan's tensors (this rank's share), loading nothing.
+int list_tensors(const Checkpoint& cp, const LoadOptions& o, bool json) {
+  const LoadPlan plan = plan_load(cp, o);  // checks --tensors and the rank split
+  nlohmann::json j = nlohmann::json::array();
+  for (const TensorInfo* t : plan.tensors) {
+    const std::string& file = cp.layouts()[t->file_index].path;
+    if (json) {
+      j.push_back({{"name", t->name}, {"dtype", dtype_of(cp, *t)}, {"shape", t->shape}, {"bytes", t->bytes},
+                   {"file", file}, {"offset", t->offset}});
+    } else {
+      std::printf("%s\t%s\t%s\t%llu\t%s@%llu\n", t->name.c_str(), dtype_of(cp, *t).c_str(), shape_text(t->shape).c_str(),
+                  static_cast<unsigned long long>(t->bytes), file.c_str(), static_cast<unsigned long long>(t->offset));
+    }
   }
-  const LoadedTensors& loaded = *loaded_or;
-  const double ended = unix_now();
-  progress.finish();
-  std::optional<SpanAggregate> agg;
-  if (comm) {
-    const auto all = comm->gather(to_wire({.rank = env.rank, .host = env.host, .bytes = loaded.result().bytes,
-                                           .start = started, .end = ended, .error = {}}));
-    if (comm->rank() != 0) return 0;  // rank 0 reports for the job
-    std::vector<RankSpan> spans;
-    for (const auto& s : all) spans.push_back(span_from_wire(s));
-    agg = aggregate_spans(spans);
-  }
+  if (json) std::printf("%s\n", nlohmann::json{{"tensors", j}}.dump().c_str());
+  return 0;
+}
 
-  const TransferResult& r = loaded.result();
-  const double gibps = r.seconds > 0 ? static_cast<double>(r.bytes) / static_cast<double>(GiB) / r.seconds : 0.0;
-  const std::string where = o.device ? fmt::format("{} memory of {}", to_string(o.target), o.device->info().name)
-                                     : std::string("pageable host memory");
-  if (a.json) {
-    nlohmann::json tensors = nlohmann::json::array();
-    for (const LoadedTensor& t : loaded.tensors()) {
-      nlohmann::json e = {{"name", t.info->name}, {"dtype", dtype_text(*t.info, cp.layouts()[t.info->file_index].format)}, {"shape", t.info->shape},
-                          {"bytes", t.info->bytes}};
-      if (t.info->fortran_order) e["fortran_order"] = true;
-      if (a.checksum) e["xxh3"] = fmt::format("{:016x}", loaded.xxh3(t));
-      tensors.push_back(std::move(e));
-    }
-    nlohmann::json summary = {{"bytes", r.bytes},           {"seconds", r.seconds},
-                              {"gib_per_s", gibps},         {"path", to_string(r.path)},
-                              {"reason", r.reason},         {"tensors", loaded.tensors().size()},
-                              {"files", cp.layouts().size()}, {"memory", where}, {"ios", r.ios}};
-    if (o.world > 1) summary["rank"] = o.rank, summary["world"] = o.world;
-    if (agg) {
-      summary["mpi"] = {{"world_size", agg->ranks},       {"bytes", agg->bytes},
-                        {"seconds", agg->seconds},        {"gib_per_s", agg->gib_per_s},
-                        {"start", agg->start},            {"end", agg->end},
-                        {"slowest_rank", agg->slowest_rank}, {"slowest_host", agg->slowest_host},
-                        {"slowest_gib_per_s", agg->slowest_gib_per_s}};
-    }
-    std::printf("%s\n", nlohmann::json{{"tensors", tensors}, {"summary", summary}}.dump().c_str());
-    return 0;
+// What the report of a finished load needs.
+struct Finished {
+  const LoadArgs& args;
+  const Checkpoint& cp;
+  const LoadOptions& options;
+  const LoadShare& share;
+  const ClusterEnv& env;
+  const ClusterLoad& done;
+
+  [[nodiscard]] double gib_per_s() const {
+    const TransferResult& r = done.loaded.result();
+    return r.seconds > 0 ? static_cast<double>(r.bytes) / static_cast<double>(GiB) / r.seconds : 0.0;
   }
+  [[nodiscard]] std::string where() const {
+    return options.device ? fmt::format("{} memory of {}", to_string(options.target), options.device->info().name)
+                          : std::string("pageable host memory");
+  }
+};
+
+nlohmann::json mpi_json(const SpanAggregate& agg) {
+  return {{"world_size", agg.ranks},         {"bytes", agg.bytes},
+          {"seconds", agg.seconds},          {"gib_per_s", agg.gib_per_s},
+          {"start", agg.start},              {"end", agg.end},
+          {"slowest_rank", agg.slowest_rank}, {"slowest_host", agg.slowest_host},
+          {"slowest_gib_per_s", agg.slowest_gib_per_s}};
+}
+
+void print_json(const Finished& f) {
+  const LoadedTensors& loaded = f.done.loaded;
+  nlohmann::json tensors = nlohmann::json::array();
   for (const LoadedTensor& t : loaded.tensors()) {
-    std::string line = fmt::format("{}  {}  {}{}  {}", t.info->name, dtype_text(*t.info, cp.layouts()[t.info->file_index].format), shape_text(t.info->shape),
+    nlohmann::json e = {{"name", t.info->name}, {"dtype", dtype_of(f.cp, *t.info)}, {"shape", t.info->shape},
+                        {"bytes", t.info->bytes}};
+    if (t.info->fortran_order) e["fortran_order"] = true;
+    if (f.args.checksum) e["xxh3"] = fmt::format("{:016x}", loaded.xxh3(t));
+    tensors.push_back(std::move(e));
+  }
+  const TransferResult& r = loaded.result();
+  nlohmann::json summary = {{"bytes", r.bytes},           {"seconds", r.seconds},
+                            {"gib_per_s", f.gib_per_s()}, {"path", to_string(r.path)},
+                            {"reason", r.reason},         {"tensors", loaded.tensors().size()},
+                            {"files", f.cp.layouts().size()}, {"memory", f.where()}, {"ios", r.ios}};
+  if (f.share.world > 1) summary["rank"] = f.share.rank, summary["world"] = f.share.world;
+  if (f.done.aggregate) summary["mpi"] = mpi_json(*f.done.aggregate);
+  std::printf("%s\n", nlohmann::json{{"tensors", tensors}, {"summary", summary}}.dump().c_str());
+}
+
+void print_text(const Finished& f) {
+  const LoadedTensors& loaded = f.done.loaded;
+  for (const LoadedTensor& t : loaded.tensors()) {
+    std::string line = fmt::format("{}  {}  {}{}  {}", t.info->name, dtype_of(f.cp, *t.info), shape_text(t.info->shape),
                                    t.info->fortran_order ? " (fortran order)" : "", t.info->bytes);
-    if (a.checksum) line += fmt::format("  {:016x}", loaded.xxh3(t));
+    if (f.args.checksum) line += fmt::format("  {:016x}", loaded.xxh3(t));
     std::printf("%s\n", line.c_str());
   }
+  const TransferResult& r = loaded.result();
   std::printf("loaded %zu tensors, %s from %zu file(s) in %.3f s (%.2f GiB/s) into %s%s\npath: %s (%s)\n",
-              loaded.tensors().size(), format_size(r.bytes).c_str(), cp.layouts().size(), r.seconds, gibps,
-              where.c_str(), o.world > 1 ? fmt::format(", rank {} of {}", o.rank, o.world).c_str() : "",
+              loaded.tensors().size(), format_size(r.bytes).c_str(), f.cp.layouts().size(), r.seconds, f.gib_per_s(),
+              f.where().c_str(), f.share.world > 1 ? fmt::format(", rank {} of {}", f.share.rank, f.share.world).c_str() : "",
               std::string(to_string(r.path)).c_str(), r.reason.c_str());
-  if (agg) {
+  if (const auto& agg = f.done.aggregate) {
     std::printf("all %d ranks: %s in %.3f s (latest end - earliest start) = %.2f GiB/s; slowest rank %d on %s "
                 "(%.2f GiB/s)\n",
                 agg->ranks, format_size(agg->bytes).c_str(), agg->seconds, agg->gib_per_s, agg->slowest_rank,
                 agg->slowest_host.c_str(), agg->slowest_gib_per_s);
-  } else if (from_env) {
+  } else if (f.share.from_env) {
     std::printf("(rank %d of %d from %s's variables; no MPI here, so no aggregate: each rank reports its share)\n",
-                env.rank, env.world_size, std::string(to_string(env.launcher)).c_str());
+                f.env.rank, f.env.world_size, std::string(to_string(f.env.launcher)).c_str());
+  }
+}
+
+int run_load(const LoadArgs& a) {
+  apply_cache_policy(a.cache_policy);
+  const ClusterEnv env = detect_cluster_env();
+  const LoadShare share = load_share(a.rank, a.world, env);
+  LoadOptions o = load_options(a, share, env);
+  const Checkpoint cp = Checkpoint::open(a.paths);
+  if (a.list) return list_tensors(cp, o, a.json);
+
+  std::uint64_t planned = 0;
+  for (const TensorInfo* t : plan_load(cp, o).tensors) planned += t->bytes;
+  // Several processes from the launcher's variables: MPI for the aggregate where there is MPI.
+  std::unique_ptr<Communicator> comm = share.from_env ? mpi_communicator_if_any(env) : nullptr;
+  Progress progress(planned, !a.json && isatty(STDERR_FILENO) != 0 && (!comm || comm->rank() == 0));
+  o.on_tensor = [&progress](const LoadedTensor& t) { progress.add(t.info->bytes); };
+  std::optional<ClusterLoad> done;
+  try {
+    done.emplace(load_on_cluster(comm.get(), env, cp, o));
+  } catch (const std::exception& e) {
+    if (!comm) throw;
+    end_job(*comm, env, "load", e);  // the others wait for this rank's figures
+  }
+  progress.finish();
+  if (comm && comm->rank() != 0) return 0;  // rank 0 reports for the job
+  const Finished finished{.args = a, .cp = cp, .options = o, .share = share, .env = env, .done = *done};
+  if (a.json) {
+    print_json(finished);
+  } else {
+    print_text(finished);
   }
   return 0;
 }
@@ -233,7 +238,7 @@ Runner add_load_command(CLI::App& app) {
   cmd->add_option("--path", args->path, "transfer path: auto | direct | bounce | posix | host")
       ->capture_default_str()
       ->check(setting_validator("path"));
-  cmd->add_option("--memory", args->memory, "where tensors go: device | pinned | host")->capture_default_str();
+  cmd->add_option("--memory", args->memory, memory_option_help("default device; pageable under --path host"));
   add_cache_policy_option(cmd, args->cache_policy);
   cmd->add_option("--tensors", args->tensors, "load only these tensors (comma-separated names)")->delimiter(',');
   cmd->add_option("--rank", args->rank, "this process's rank (with --world)");

@@ -73,7 +73,7 @@ Runner add_plan_command(CLI::App& app) {
                 "demand: bytes each GPU ingests per second (125MB/s, 2GB/s)");
   c->add_option("--per-step", a->per_step,
                 "demand: bytes each GPU ingests per step (with --step-time)");
-  c->add_option("--step-time", a->step_time, "seconds per training step");
+  c->add_option("--step-time", a->step_time, "time per training step (2, 2s, 500ms)")->transform(duration_transformer());
   c->add_option("--total", a->total,
                 "demand: the whole job's ingest (1.2TB/s), shared by the GPUs");
   c->add_option("--gpus-per-node", a->in.gpus_per_node, "GPUs per node")->capture_default_str();

@@ -28,18 +28,7 @@ struct StatsArgs {
 };
 
 double parse_interval(const std::string& t) {
-  std::size_t used = 0;
-  double v = 0;
-  try {
-    v = std::stod(t, &used);
-  } catch (const std::exception&) {
-    throw UsageError(fmt::format("--watch: '{}' is not an interval (try 1s, 500ms)", t));
-  }
-  const std::string unit = t.substr(used);
-  if (unit == "ms")
-    v /= 1000;
-  else if (!unit.empty() && unit != "s")
-    throw UsageError(fmt::format("--watch: '{}' is not an interval (try 1s, 500ms)", t));
+  const double v = parse_seconds(t, "--watch");
   if (v <= 0) throw UsageError("--watch: the interval must be positive");
   return v;
 }
