@@ -237,7 +237,7 @@ bool async_fits(IoOp op, const File& file, const void* buf, std::uint64_t size,
   try {
     const auto cfg = effective(o);
     if (choose(op, file, buf, size, offset, o, *cfg).path != Path::host) return false;
-    *t = {op, &file, static_cast<std::byte*>(const_cast<void*>(buf)), size, offset};
+    *t = {op, file, static_cast<std::byte*>(const_cast<void*>(buf)), size, offset};
     if (!detail::async_eligible(*t, *cfg, o.sync)) return false;
     // The async thread reads O_DIRECT only. cache_policy use reads buffered; auto reads what the
     // page cache holds through it (one residency probe, as the synchronous path makes), so a
@@ -250,15 +250,16 @@ bool async_fits(IoOp op, const File& file, const void* buf, std::uint64_t size,
   }
 }
 
+// The work holds its own handle on the file (a copy), so the caller's may go at once.
 std::future<TransferResult> on_pool(IoOp op, const File& file, const void* buf, std::uint64_t size,
                                     std::uint64_t offset, const TransferOptions& options) {
   if (op == IoOp::read) {
-    return default_pool().submit([&file, buf, size, offset, options] {
+    return default_pool().submit([file, buf, size, offset, options] {
       return read(file, const_cast<void*>(buf), size, offset, options);
     });
   }
   return default_pool().submit(
-      [&file, buf, size, offset, options] { return write(file, buf, size, offset, options); });
+      [file, buf, size, offset, options] { return write(file, buf, size, offset, options); });
 }
 
 std::future<TransferResult> start_async(IoOp op, const File& file, const void* buf,
@@ -383,7 +384,7 @@ std::future<TransferResult> run_on_stream(const std::shared_ptr<Device>& device,
 std::future<TransferResult> read_on_stream(const File& file, void* buf, std::uint64_t size,
                                            std::uint64_t offset, StreamHandle stream,
                                            TransferOptions options) {
-  return run_on_stream(options.device, stream, [&file, buf, size, offset, options] {
+  return run_on_stream(options.device, stream, [file, buf, size, offset, options] {
     return read(file, buf, size, offset, options);
   });
 }
@@ -391,7 +392,7 @@ std::future<TransferResult> read_on_stream(const File& file, void* buf, std::uin
 std::future<TransferResult> write_on_stream(const File& file, const void* buf, std::uint64_t size,
                                             std::uint64_t offset, StreamHandle stream,
                                             TransferOptions options) {
-  return run_on_stream(options.device, stream, [&file, buf, size, offset, options] {
+  return run_on_stream(options.device, stream, [file, buf, size, offset, options] {
     return write(file, buf, size, offset, options);
   });
 }
@@ -411,7 +412,7 @@ std::vector<std::future<TransferResult>> submit_batch(std::span<const BatchEntry
     const BatchEntry& e = entries[i];
     detail::AsyncTransfer t;
     if (async_fits(e.op, *e.file, e.buf, e.size, e.offset, options, &t)) {
-      fast.push_back(t);
+      fast.push_back(std::move(t));
       fast_at.push_back(i);
     } else {
       out[i] = on_pool(e.op, *e.file, e.buf, e.size, e.offset, options);
