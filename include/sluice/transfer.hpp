@@ -79,6 +79,15 @@ std::future<TransferResult> write_on_stream(const File& file, const void* buf, s
                                             std::uint64_t offset, StreamHandle stream,
                                             TransferOptions options);
 
+/// The same on a Stream, which names its device: options.device may stay null (a different
+/// device is a usage error). The Stream must outlive the future, as the stream does above.
+std::future<TransferResult> read_on_stream(const File& file, void* buf, std::uint64_t size,
+                                           std::uint64_t offset, const Stream& stream,
+                                           TransferOptions options = {});
+std::future<TransferResult> write_on_stream(const File& file, const void* buf, std::uint64_t size,
+                                            std::uint64_t offset, const Stream& stream,
+                                            TransferOptions options = {});
+
 /// The building block of the stream-ordered forms, for callers whose arguments are only known
 /// when the stream reaches the call (cuFileReadAsync reads its size and offsets then): `work`
 /// starts on the thread pool once the work already on `stream` has finished, and later work on

@@ -20,14 +20,15 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-void* allocate(LoadTarget target, Device* dev, std::uint64_t bytes) {
+template <typename Memory>
+Memory allocate(LoadTarget target, const std::shared_ptr<Device>& dev, std::uint64_t bytes) {
   const auto n = static_cast<std::size_t>(std::max<std::uint64_t>(bytes, 1));
   switch (target) {
-    case LoadTarget::device: return dev->alloc(n);
-    case LoadTarget::pinned_host: return dev->alloc_pinned(n);
-    case LoadTarget::pageable_host: return map_host_memory(n);
+    case LoadTarget::device: return Memory(std::in_place_type<DeviceBuffer>, dev, n);
+    case LoadTarget::pinned_host: return Memory(std::in_place_type<PinnedBuffer>, dev, n);
+    case LoadTarget::pageable_host: return Memory(std::in_place_type<HostMapping>, n);
   }
-  return nullptr;
+  return {};
 }
 
 // The reads of one path: their bytes, those the page cache served, and the first reason of a
@@ -71,33 +72,14 @@ std::string path_summary(const std::map<Path, PathTally>& by_path, Path* main) {
 
 }  // namespace
 
-LoadedTensors::LoadedTensors(LoadedTensors&& o) noexcept { *this = std::move(o); }
-
-LoadedTensors& LoadedTensors::operator=(LoadedTensors&& o) noexcept {
-  if (this != &o) {
-    release();
-    device_ = std::move(o.device_);
-    target_ = o.target_;
-    base_ = std::exchange(o.base_, nullptr);
-    size_ = std::exchange(o.size_, 0);
-    infos_ = std::move(o.infos_);  // a moved vector keeps its elements where they are
-    tensors_ = std::move(o.tensors_);
-    by_name_ = std::move(o.by_name_);
-    result_ = std::move(o.result_);
-  }
-  return *this;
-}
-
-LoadedTensors::~LoadedTensors() { release(); }
-
-void LoadedTensors::release() noexcept {
-  if (base_ == nullptr) return;
-  switch (target_) {
-    case LoadTarget::device: device_->free(base_); break;
-    case LoadTarget::pinned_host: device_->free_pinned(base_); break;
-    case LoadTarget::pageable_host: unmap_host_memory(base_, static_cast<std::size_t>(std::max<std::uint64_t>(size_, 1))); break;
-  }
-  base_ = nullptr;
+void* LoadedTensors::base() const noexcept {
+  struct Base {
+    void* operator()(std::monostate) const noexcept { return nullptr; }
+    void* operator()(const DeviceBuffer& m) const noexcept { return m.data(); }
+    void* operator()(const PinnedBuffer& m) const noexcept { return m.data(); }
+    void* operator()(const HostMapping& m) const noexcept { return m.get(); }
+  };
+  return std::visit(Base{}, memory_);
 }
 
 const LoadedTensor* LoadedTensors::find(std::string_view name) const {
@@ -136,8 +118,7 @@ LoadedTensors load(const Checkpoint& cp, const LoadOptions& o) {
   for (const TensorInfo* ti : plan.tensors) out.infos_.push_back(*ti);
   out.tensors_.resize(plan.tensors.size());
   if (!o.destination) {
-    out.base_ = allocate(o.target, o.device.get(), plan.allocation_bytes);
-    out.size_ = plan.allocation_bytes;
+    out.memory_ = allocate<LoadedTensors::Memory>(o.target, o.device, plan.allocation_bytes);
   }
   for (std::size_t i = 0; i < plan.tensors.size(); ++i) {
     LoadedTensor& t = out.tensors_[i];
@@ -149,7 +130,7 @@ LoadedTensors load(const Checkpoint& cp, const LoadOptions& o) {
                           fmt::format("the destination callback gave no buffer for tensor '{}'", t.info->name));
       }
     } else {
-      t.data = static_cast<std::byte*>(out.base_) + plan.placement[i];
+      t.data = static_cast<std::byte*>(out.base()) + plan.placement[i];
     }
     out.by_name_.emplace(t.info->name, i);
   }
@@ -171,7 +152,7 @@ LoadedTensors load(const Checkpoint& cp, const LoadOptions& o) {
   std::exception_ptr failure;
 
   auto dest_of = [&](const LoadRead& r) {
-    auto* base = static_cast<std::byte*>(o.destination ? out.tensors_[r.group].data : out.base_);
+    auto* base = static_cast<std::byte*>(o.destination ? out.tensors_[r.group].data : out.base());
     return base + r.dest_offset;
   };
   const auto t0 = Clock::now();

@@ -124,7 +124,7 @@ TransferResult run_chosen(IoOp op, const File& file, std::byte* buf, std::uint64
   // GPU paths: the same checks and EOF clamping as the host path.
   const std::uint64_t n = detail::validate_request(op, file, buf, size, offset);
   if (n == 0) return {0, c.path, op == IoOp::read ? "end of file" : "nothing to write", 0, 0};
-  Device& dev = *o.device;
+  const std::shared_ptr<Device>& dev = o.device;
   if (c.fallback) stats().count_fallback(*c.fallback);
   auto tag = [&](TransferResult r) {
     if (!c.strict) r.reason = c.auto_why.empty() ? "auto: " + r.reason : c.reason() + "; " + r.reason;
@@ -395,6 +395,35 @@ std::future<TransferResult> write_on_stream(const File& file, const void* buf, s
   return run_on_stream(options.device, stream, [file, buf, size, offset, options] {
     return write(file, buf, size, offset, options);
   });
+}
+
+namespace {
+
+// A Stream's device is the transfer's: fill it in, or refuse a different one.
+TransferOptions on_device_of(const Stream& stream, TransferOptions options, const char* op) {
+  if (!stream) throw_usage_error({.op = op}, "an empty Stream");
+  if (!options.device) {
+    options.device = stream.device();
+  } else if (options.device != stream.device()) {
+    throw_usage_error({.op = op}, "options.device is not the device of the stream");
+  }
+  return options;
+}
+
+}  // namespace
+
+std::future<TransferResult> read_on_stream(const File& file, void* buf, std::uint64_t size,
+                                           std::uint64_t offset, const Stream& stream,
+                                           TransferOptions options) {
+  return read_on_stream(file, buf, size, offset, stream.get(),
+                        on_device_of(stream, std::move(options), "read"));
+}
+
+std::future<TransferResult> write_on_stream(const File& file, const void* buf, std::uint64_t size,
+                                            std::uint64_t offset, const Stream& stream,
+                                            TransferOptions options) {
+  return write_on_stream(file, buf, size, offset, stream.get(),
+                         on_device_of(stream, std::move(options), "write"));
 }
 
 std::vector<std::future<TransferResult>> submit_batch(std::span<const BatchEntry> entries,
