@@ -24,6 +24,7 @@ struct OpenOptions {
 
 namespace detail {
 struct FileState;
+struct FileIdentity;
 }
 
 /// A handle on an open file. Copies are cheap and share one set of descriptors, which close when
@@ -41,8 +42,8 @@ class File {
   File(const File&) = default;
   File& operator=(const File&) = default;
   /// A moved-from File is closed, with an empty path.
-  File(File&& other) noexcept;
-  File& operator=(File&& other) noexcept;
+  File(File&& other) noexcept = default;
+  File& operator=(File&& other) noexcept = default;
   ~File() = default;
 
   /// Lets go of this handle: the descriptors close now unless another handle or a transfer in
@@ -65,10 +66,10 @@ class File {
   [[nodiscard]] std::uint32_t mem_align() const noexcept;
   /// Alignment of file offsets and lengths for O_DIRECT (statx dio_offset_align).
   [[nodiscard]] std::uint32_t offset_align() const noexcept;
-  [[nodiscard]] const std::string& path() const noexcept { return path_; }
-  [[nodiscard]] OpenMode mode() const noexcept { return mode_; }
-  [[nodiscard]] bool readable() const noexcept { return mode_ != OpenMode::write; }
-  [[nodiscard]] bool writable() const noexcept { return mode_ != OpenMode::read; }
+  [[nodiscard]] const std::string& path() const noexcept;
+  [[nodiscard]] OpenMode mode() const noexcept;
+  [[nodiscard]] bool readable() const noexcept { return mode() != OpenMode::write; }
+  [[nodiscard]] bool writable() const noexcept { return mode() != OpenMode::read; }
   [[nodiscard]] bool is_block_device() const noexcept;
   /// Filesystem type name ("ext4", "tmpfs", "xfs", "nfs", ... or "0x<magic>"); empty when closed.
   [[nodiscard]] const std::string& fs_type() const noexcept;
@@ -86,11 +87,10 @@ class File {
   [[nodiscard]] std::shared_ptr<void> attachment() const;
 
  private:
-  // What was opened (kept after close, for messages) beside what the kernel gave for it (shared
-  // by every handle and every transfer in flight; null when closed).
+  // What the kernel gave for the file (null when closed) and what was opened (kept after close,
+  // for messages), each shared by every handle and transfer in flight: a copy allocates nothing.
   std::shared_ptr<detail::FileState> state_;
-  std::string path_;
-  OpenMode mode_ = OpenMode::read;
+  std::shared_ptr<const detail::FileIdentity> id_;
 };
 
 /// Filesystem type name for a statfs f_type magic.

@@ -83,6 +83,12 @@ struct FileState {
   }
 };
 
+// What was opened: the path and mode, which a closed handle still reports.
+struct FileIdentity {
+  std::string path;
+  OpenMode mode = OpenMode::read;
+};
+
 }  // namespace detail
 
 namespace {
@@ -191,27 +197,17 @@ File File::open(std::string path, OpenMode mode, const OpenOptions& options) {
   }
   File f;
   f.state_ = std::move(state);
-  f.path_ = std::move(path);
-  f.mode_ = mode;
+  f.id_ = std::make_shared<const detail::FileIdentity>(detail::FileIdentity{std::move(path), mode});
   return f;
 }
 
-File::File(File&& other) noexcept
-    : state_(std::move(other.state_)), path_(std::move(other.path_)), mode_(other.mode_) {
-  other.path_.clear();
-}
-
-File& File::operator=(File&& other) noexcept {
-  if (this != &other) {
-    state_ = std::move(other.state_);
-    path_ = std::move(other.path_);
-    mode_ = other.mode_;
-    other.path_.clear();
-  }
-  return *this;
-}
-
 void File::close() noexcept { state_.reset(); }
+
+const std::string& File::path() const noexcept {
+  static const std::string none;
+  return id_ ? id_->path : none;
+}
+OpenMode File::mode() const noexcept { return id_ ? id_->mode : OpenMode::read; }
 
 int File::fd() const noexcept { return state_ ? state_->fd : -1; }
 int File::direct_fd() const noexcept { return state_ ? state_->direct_fd : -1; }
@@ -241,16 +237,16 @@ std::shared_ptr<void> File::attachment() const {
 }
 
 std::uint64_t File::size() const {
-  if (!state_) throw_os_error(EBADF, {.op = "size", .path = path_}, "file is closed");
+  if (!state_) throw_os_error(EBADF, {.op = "size", .path = path()}, "file is closed");
   if (state_->block_device) {
     std::uint64_t bytes = 0;
     if (::ioctl(state_->fd, BLKGETSIZE64, &bytes) != 0) {
-      throw_os_error(errno, {.op = "size", .path = path_}, "BLKGETSIZE64 failed");
+      throw_os_error(errno, {.op = "size", .path = path()}, "BLKGETSIZE64 failed");
     }
     return bytes;
   }
   struct stat st {};
-  if (::fstat(state_->fd, &st) != 0) throw_os_error(errno, {.op = "size", .path = path_}, "fstat failed");
+  if (::fstat(state_->fd, &st) != 0) throw_os_error(errno, {.op = "size", .path = path()}, "fstat failed");
   return static_cast<std::uint64_t>(st.st_size);
 }
 
