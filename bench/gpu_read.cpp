@@ -117,7 +117,14 @@ int run_read(const Args& a) {
     opts.path = p;
   }
   const bool host = opts.path == sluice::Path::host;
-  void* buf = host ? dev->alloc_pinned(size) : dev->alloc(size);
+  sluice::PinnedBuffer pinned;
+  sluice::DeviceBuffer on_device;
+  if (host) {
+    pinned = sluice::PinnedBuffer(dev, size);
+  } else {
+    on_device = sluice::DeviceBuffer(dev, size);
+  }
+  void* buf = host ? pinned.data() : on_device.data();
   for (int run = 1; run <= a.repeat; ++run) {
     const double cpu0 = cpu_seconds();
     const auto t0 = std::chrono::steady_clock::now();
@@ -125,28 +132,21 @@ int run_read(const Args& a) {
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     report(a, run, std::string(sluice::to_string(r.path)), r.reason, r.bytes, s, cpu_seconds() - cpu0);
   }
-  if (host) {
-    dev->free_pinned(buf);
-  } else {
-    dev->free(buf);
-  }
   return 0;
 }
 
 int run_h2d(const Args& a) {
   auto dev = sluice::open_device(a.device);
-  void* host = dev->alloc_pinned(a.size);
-  std::memset(host, 1, a.size);
-  void* d = dev->alloc(a.size);
+  const sluice::PinnedBuffer host(dev, a.size);
+  std::memset(host.data(), 1, a.size);
+  const sluice::DeviceBuffer d(dev, a.size);
   for (int run = 1; run <= a.repeat; ++run) {
     const double cpu0 = cpu_seconds();
     const auto t0 = std::chrono::steady_clock::now();
-    dev->copy_to_device(d, host, a.size);
+    dev->copy_to_device(d.data(), host.data(), a.size);
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     report(a, run, "h2d", dev->info().name, a.size, s, cpu_seconds() - cpu0);
   }
-  dev->free(d);
-  dev->free_pinned(host);
   return 0;
 }
 

@@ -3,17 +3,21 @@
 // (a simulated GPU in host memory with copy-engine threads and a bandwidth/latency model, so
 // every pipeline runs, overlaps and can be timed on a machine without a GPU).
 //
-// Streams and events are opaque handles owned by the device that made them. Asynchronous copies
-// are ordered within a stream; an event completes when everything enqueued on its stream before
-// it has completed. No method may be called from a static destructor.
+// Streams and events are opaque handles owned by the device that made them; applications hold
+// them through the RAII types at the end of this header (Stream, Event, DeviceBuffer,
+// PinnedBuffer), which give them back to their device. Asynchronous copies are ordered within a
+// stream; an event completes when everything enqueued on its stream before it has completed. No
+// method may be called from a static destructor.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "sluice/config.hpp"
 
@@ -148,21 +152,131 @@ class Device {
 /// Throws a usage Error for any other text.
 [[nodiscard]] std::shared_ptr<Device> open_device(std::string_view spec);
 
-/// RAII for device and pinned allocations.
-class DeviceBuffer {
+// --- What user code holds: RAII owners of streams, events and memory -------------------------
+//
+// Each owns one resource of a device and the shared_ptr<Device> that made it (so the device
+// outlives it), and gives the resource back to that device when destroyed. Move-only; a
+// moved-from or default-constructed one owns nothing. The raw Device methods above are the
+// provider interface a device implements; applications need only these.
+
+/// A stream of a device (non-blocking, like every stream Device::create_stream makes). Work
+/// queued on it when it is destroyed still runs: CUDA's cuStreamDestroy returns at once and the
+/// device finishes it; the sim device waits for it.
+class Stream {
  public:
-  DeviceBuffer() = default;
-  DeviceBuffer(std::shared_ptr<Device> dev, std::size_t bytes);
-  DeviceBuffer(DeviceBuffer&& o) noexcept;
-  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept;
-  ~DeviceBuffer();
-  [[nodiscard]] void* data() const noexcept { return ptr_; }
-  [[nodiscard]] std::size_t size() const noexcept { return size_; }
+  Stream() = default;
+  /// Creates a stream on `device` (not null). Throws an Error when the device cannot.
+  explicit Stream(std::shared_ptr<Device> device);
+  Stream(Stream&& o) noexcept;
+  Stream& operator=(Stream&& o) noexcept;
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+  ~Stream();
+
+  /// The handle for the Device calls and the stream-ordered transfers; null when empty (which
+  /// the devices read as their default stream, so check before use).
+  [[nodiscard]] StreamHandle get() const noexcept { return handle_; }
+  [[nodiscard]] const std::shared_ptr<Device>& device() const noexcept { return device_; }
+  [[nodiscard]] explicit operator bool() const noexcept { return handle_ != nullptr; }
+  /// Waits until everything queued so far on the stream has completed.
+  void synchronize() const;
+  /// Destroys the stream now (a no-op when empty).
+  void reset() noexcept;
+  /// Gives up ownership without destroying the stream (for one that must not be destroyed, say
+  /// after a failed synchronize); the caller now owns the handle. Leaves this Stream empty.
+  [[nodiscard]] StreamHandle release() noexcept;
 
  private:
-  std::shared_ptr<Device> dev_;
+  std::shared_ptr<Device> device_;
+  StreamHandle handle_ = nullptr;
+};
+
+/// An event of a device: record() it on a stream, then ask done() or wait().
+class Event {
+ public:
+  Event() = default;
+  /// Creates an event on `device` (not null). Throws an Error when the device cannot.
+  explicit Event(std::shared_ptr<Device> device);
+  Event(Event&& o) noexcept;
+  Event& operator=(Event&& o) noexcept;
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  ~Event();
+
+  [[nodiscard]] EventHandle get() const noexcept { return handle_; }
+  [[nodiscard]] const std::shared_ptr<Device>& device() const noexcept { return device_; }
+  [[nodiscard]] explicit operator bool() const noexcept { return handle_ != nullptr; }
+  /// Captures the work queued on `stream` so far. A usage Error for a stream of another device.
+  void record(const Stream& stream);
+  /// The same on a stream the caller made by other means (an application's CUstream).
+  void record(StreamHandle stream);
+  /// True when the work captured by the last record() has completed (true if never recorded).
+  [[nodiscard]] bool done() const;
+  /// Blocks until the work captured by the last record() has completed.
+  void wait() const;
+  /// Destroys the event now (a no-op when empty).
+  void reset() noexcept;
+
+ private:
+  std::shared_ptr<Device> device_;
+  EventHandle handle_ = nullptr;
+};
+
+namespace detail {
+
+/// What DeviceBuffer and PinnedBuffer share: one allocation of a device, freed through the same
+/// device when the owner goes.
+class DeviceAllocation {
+ public:
+  DeviceAllocation(const DeviceAllocation&) = delete;
+  DeviceAllocation& operator=(const DeviceAllocation&) = delete;
+  ~DeviceAllocation() { reset(); }
+
+  [[nodiscard]] void* data() const noexcept { return ptr_; }
+  [[nodiscard]] std::size_t size() const noexcept { return size_; }
+  [[nodiscard]] bool empty() const noexcept { return ptr_ == nullptr; }
+  /// The allocation as bytes. For device memory these are device addresses: for transfers and
+  /// device copies, not for the host to read (only the sim device's memory is host memory).
+  [[nodiscard]] std::span<std::byte> bytes() const noexcept {
+    return {static_cast<std::byte*>(ptr_), ptr_ == nullptr ? 0 : size_};
+  }
+  [[nodiscard]] const std::shared_ptr<Device>& device() const noexcept { return device_; }
+  /// Frees the memory now (a no-op when empty).
+  void reset() noexcept;
+
+ protected:
+  enum class Kind : std::uint8_t { device, pinned };
+  DeviceAllocation() = default;
+  DeviceAllocation(std::shared_ptr<Device> device, std::size_t bytes, Kind kind);
+  DeviceAllocation(DeviceAllocation&& o) noexcept;
+  DeviceAllocation& operator=(DeviceAllocation&& o) noexcept;
+
+ private:
+  std::shared_ptr<Device> device_;
   void* ptr_ = nullptr;
   std::size_t size_ = 0;
+  Kind kind_ = Kind::device;
+};
+
+}  // namespace detail
+
+/// Device memory (Device::alloc: cuMemAlloc, or the sim device's heap), freed when destroyed.
+class DeviceBuffer : public detail::DeviceAllocation {
+ public:
+  DeviceBuffer() = default;
+  /// Allocates `bytes` on `device` (not null). Throws an Error (domain cuda on CUDA) on failure.
+  DeviceBuffer(std::shared_ptr<Device> device, std::size_t bytes)
+      : DeviceAllocation(std::move(device), bytes, Kind::device) {}
+};
+
+/// Page-locked host memory of a device (Device::alloc_pinned: cuMemHostAlloc), the source or
+/// target of asynchronous copies; the host may read and write it. Freed when destroyed.
+class PinnedBuffer : public detail::DeviceAllocation {
+ public:
+  PinnedBuffer() = default;
+  /// Allocates `bytes` of pinned memory with `device` (not null). Throws an Error on failure.
+  PinnedBuffer(std::shared_ptr<Device> device, std::size_t bytes)
+      : DeviceAllocation(std::move(device), bytes, Kind::pinned) {}
 };
 
 }  // namespace sluice

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <utility>
 
 namespace sluice {
 
@@ -18,13 +19,24 @@ namespace sluice {
 /// Unmaps memory from map_host_memory; `bytes` as given there.
 void unmap_host_memory(void* p, std::size_t bytes) noexcept;
 
-/// Owns one map_host_memory mapping; unmaps it when destroyed.
+/// Owns one map_host_memory mapping; unmaps it when destroyed. Move-only (a moved-from one owns
+/// nothing).
 class HostMapping {
  public:
   explicit HostMapping(std::size_t bytes, bool huge_pages = true)
       : bytes_(bytes), p_(static_cast<std::byte*>(map_host_memory(bytes, huge_pages))) {}
   HostMapping(const HostMapping&) = delete;
   HostMapping& operator=(const HostMapping&) = delete;
+  HostMapping(HostMapping&& o) noexcept
+      : bytes_(std::exchange(o.bytes_, 0)), p_(std::exchange(o.p_, nullptr)) {}
+  HostMapping& operator=(HostMapping&& o) noexcept {
+    if (this != &o) {
+      unmap_host_memory(p_, bytes_);
+      bytes_ = std::exchange(o.bytes_, 0);
+      p_ = std::exchange(o.p_, nullptr);
+    }
+    return *this;
+  }
   ~HostMapping() { unmap_host_memory(p_, bytes_); }
   [[nodiscard]] std::byte* get() const noexcept { return p_; }
   [[nodiscard]] std::size_t size() const noexcept { return bytes_; }

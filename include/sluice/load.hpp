@@ -18,12 +18,14 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <variant>
 #include <vector>
 
 #include "sluice/config.hpp"
 #include "sluice/device.hpp"
 #include "sluice/file.hpp"
 #include "sluice/formats.hpp"
+#include "sluice/host_memory.hpp"
 #include "sluice/path.hpp"
 #include "sluice/transfer.hpp"
 #include "sluice/units.hpp"
@@ -131,11 +133,11 @@ struct LoadPlan {
 class LoadedTensors {
  public:
   LoadedTensors() = default;
-  LoadedTensors(LoadedTensors&& o) noexcept;
-  LoadedTensors& operator=(LoadedTensors&& o) noexcept;
+  LoadedTensors(LoadedTensors&& o) noexcept = default;
+  LoadedTensors& operator=(LoadedTensors&& o) noexcept = default;
   LoadedTensors(const LoadedTensors&) = delete;
   LoadedTensors& operator=(const LoadedTensors&) = delete;
-  ~LoadedTensors();
+  ~LoadedTensors() = default;
 
   /// In plan order.
   [[nodiscard]] const std::vector<LoadedTensor>& tensors() const noexcept { return tensors_; }
@@ -151,12 +153,13 @@ class LoadedTensors {
 
  private:
   friend LoadedTensors load(const Checkpoint&, const LoadOptions&);
-  void release() noexcept;
+  /// The one allocation the tensors live in (none with caller buffers), by target.
+  using Memory = std::variant<std::monostate, DeviceBuffer, PinnedBuffer, HostMapping>;
+  [[nodiscard]] void* base() const noexcept;
 
   std::shared_ptr<Device> device_;
   LoadTarget target_ = LoadTarget::pageable_host;
-  void* base_ = nullptr;
-  std::uint64_t size_ = 0;
+  Memory memory_;
   std::vector<TensorInfo> infos_;  ///< what tensors_[i].info points to
   std::vector<LoadedTensor> tensors_;
   std::unordered_map<std::string_view, std::size_t> by_name_;

@@ -60,8 +60,9 @@ TransferResult write(const File& file, const void* buf, std::uint64_t size,
 /// Asynchronous forms. A transfer of host memory that is one O_DIRECT request (aligned as the
 /// file needs, at most `io_size`, io_uring, no sync) goes to the async I/O thread, which keeps
 /// every such request of the process in one ring; any other runs on the process thread pool.
-/// `file` and the buffer must stay valid until the future is ready. Errors arrive through the
-/// future.
+/// The transfer holds its own handle on `file` until the future is ready, so the caller may drop
+/// or close its File at once; the buffer (and options.device) must stay valid until then.
+/// Errors arrive through the future.
 std::future<TransferResult> read_async(const File& file, void* buf, std::uint64_t size,
                                        std::uint64_t offset, TransferOptions options = {});
 std::future<TransferResult> write_async(const File& file, const void* buf, std::uint64_t size,
@@ -69,7 +70,8 @@ std::future<TransferResult> write_async(const File& file, const void* buf, std::
 
 /// Stream-ordered forms: the transfer starts when the work already on `stream` (of
 /// options.device, required) has finished, and later work on `stream` waits for it, as with
-/// cuFileReadAsync. The future is ready when the transfer is done.
+/// cuFileReadAsync. The future is ready when the transfer is done. The file is held as by
+/// read_async; the buffer and the stream must stay valid until the future is ready.
 std::future<TransferResult> read_on_stream(const File& file, void* buf, std::uint64_t size,
                                            std::uint64_t offset, StreamHandle stream,
                                            TransferOptions options);
@@ -77,17 +79,29 @@ std::future<TransferResult> write_on_stream(const File& file, const void* buf, s
                                             std::uint64_t offset, StreamHandle stream,
                                             TransferOptions options);
 
+/// The same on a Stream, which names its device: options.device may stay null (a different
+/// device is a usage error). The Stream must outlive the future, as the stream does above.
+std::future<TransferResult> read_on_stream(const File& file, void* buf, std::uint64_t size,
+                                           std::uint64_t offset, const Stream& stream,
+                                           TransferOptions options = {});
+std::future<TransferResult> write_on_stream(const File& file, const void* buf, std::uint64_t size,
+                                            std::uint64_t offset, const Stream& stream,
+                                            TransferOptions options = {});
+
 /// The building block of the stream-ordered forms, for callers whose arguments are only known
 /// when the stream reaches the call (cuFileReadAsync reads its size and offsets then): `work`
 /// starts on the thread pool once the work already on `stream` has finished, and later work on
 /// `stream` waits until it has returned or thrown. `work` may use the device; the stream waits
 /// without holding a CUDA host-function thread. The future carries its result or exception.
+/// `work` owns what it captures until it has run: capture a File by value, not by reference.
 std::future<TransferResult> run_on_stream(const std::shared_ptr<Device>& device, StreamHandle stream,
                                           std::function<TransferResult()> work);
 
 /// One entry of a batch: many (file, offset, size, buffer) transfers submitted at once.
 struct BatchEntry {
   IoOp op = IoOp::read;
+  /// Only read during submit_batch, which takes a handle of its own for each entry: the File may
+  /// go once submit_batch has returned. The buffer must stay valid until its future is ready.
   const File* file = nullptr;
   void* buf = nullptr;
   std::uint64_t size = 0;

@@ -23,66 +23,53 @@ namespace {
 // for the cpu-cached-gpu staging copy.
 class Buffer {
  public:
-  Buffer(const ThreadJob& job, std::size_t size) : dev_(job.device), kind_(job.memory) {
-    if (kind_ == MemoryKind::device) {
-      data_ = dev_->alloc(size);
-    } else if (kind_ == MemoryKind::pinned_host && dev_) {
-      data_ = dev_->alloc_pinned(size);
+  Buffer(const ThreadJob& job, std::size_t size) : dev_(job.device) {
+    const bool on_dev = job.memory == MemoryKind::device;
+    if (on_dev) {
+      device_ = DeviceBuffer(dev_, size);
+    } else if (job.memory == MemoryKind::pinned_host && dev_) {
+      pinned_ = PinnedBuffer(dev_, size);
     } else {
-      data_ = host_alloc(size);
+      host_ = host_alloc(size);
     }
-    const bool cached = job.w->xfer == XferType::cpu_cached_gpu && kind_ == MemoryKind::device;
-    if (cached) {
-      staging_ = dev_->alloc_pinned(size);
-      pinned_staging_ = true;
-    } else if (kind_ == MemoryKind::device) {
-      staging_ = host_alloc(size);
+    if (on_dev && job.w->xfer == XferType::cpu_cached_gpu) {
+      pinned_ = PinnedBuffer(dev_, size);
+    } else if (on_dev) {
+      host_ = host_alloc(size);
     }
   }
-  Buffer(const Buffer&) = delete;
-  Buffer& operator=(const Buffer&) = delete;
-  ~Buffer() {
-    if (kind_ == MemoryKind::device) {
-      dev_->free(data_);
-    } else if (kind_ == MemoryKind::pinned_host && dev_) {
-      dev_->free_pinned(data_);
-    } else {
-      std::free(data_);
-    }
-    if (staging_ != nullptr) {
-      if (pinned_staging_) {
-        dev_->free_pinned(staging_);
-      } else {
-        std::free(staging_);
-      }
-    }
+  [[nodiscard]] void* data() const noexcept {
+    if (on_device()) return device_.data();
+    return pinned_.empty() ? host_.get() : pinned_.data();
   }
-  [[nodiscard]] void* data() const noexcept { return data_; }
-  [[nodiscard]] bool on_device() const noexcept { return kind_ == MemoryKind::device; }
+  [[nodiscard]] bool on_device() const noexcept { return !device_.empty(); }
   /// Host memory the bytes pass through (device buffers), or the buffer itself (host buffers).
   [[nodiscard]] std::byte* host() const noexcept {
-    return static_cast<std::byte*>(staging_ != nullptr ? staging_ : data_);
+    return static_cast<std::byte*>(pinned_.empty() ? host_.get() : pinned_.data());
   }
   void upload(std::size_t n) const {
-    if (on_device()) dev_->copy_to_device(data_, staging_, n);
+    if (on_device()) dev_->copy_to_device(device_.data(), host(), n);
   }
   void download(std::size_t n) const {
-    if (on_device()) dev_->copy_to_host(staging_, data_, n);
+    if (on_device()) dev_->copy_to_host(host(), device_.data(), n);
   }
 
  private:
-  void* host_alloc(std::size_t size) {
+  struct Free {
+    void operator()(void* p) const noexcept { std::free(p); }
+  };
+  using HostMemory = std::unique_ptr<void, Free>;
+  static HostMemory host_alloc(std::size_t size) {
     void* p = nullptr;
     if (posix_memalign(&p, 4096, std::max<std::size_t>(size, 4096)) != 0) {
       throw_os_error(ENOMEM, {.op = "bench"}, "cannot allocate a host buffer");
     }
-    return p;
+    return HostMemory(p);
   }
   std::shared_ptr<Device> dev_;
-  MemoryKind kind_;
-  void* data_ = nullptr;
-  void* staging_ = nullptr;
-  bool pinned_staging_ = false;
+  DeviceBuffer device_;  // the buffer, in device memory
+  PinnedBuffer pinned_;  // the buffer in pinned memory, or the staging of cpu-cached-gpu
+  HostMemory host_;      // the buffer in pageable memory, or the staging of a device buffer
 };
 
 std::unique_ptr<Buffer> make_buffer(const ThreadJob& job) {
@@ -220,10 +207,10 @@ void run_stream_thread(const ThreadJob& job, ThreadOutcome& out) {
   job.device->make_current();
   OffsetGen gen(job.region, w.block_size, w, w.seed + 0x9E37ULL * (job.index + 1));
   std::vector<std::unique_ptr<Buffer>> bufs;
-  std::vector<StreamHandle> streams;
+  std::vector<Stream> streams;
   for (unsigned i = 0; i < w.iodepth; ++i) {
     bufs.push_back(make_buffer(job));
-    streams.push_back(job.device->create_stream());
+    streams.emplace_back(job.device);
   }
   const TransferOptions opts = options_for(job);
   std::deque<InFlight> q;
@@ -261,10 +248,7 @@ void run_stream_thread(const ThreadJob& job, ThreadOutcome& out) {
     shared.fail(e.what());
   }
   for (auto& f : q) f.fut.wait();
-  for (StreamHandle s : streams) {
-    job.device->synchronize(s);
-    job.device->destroy_stream(s);
-  }
+  for (const Stream& s : streams) s.synchronize();
   out.issued = gen.issued();
 }
 

@@ -221,30 +221,18 @@ double memory_gib_s(double seconds) {
 double h2d_gib_s(const std::string& device, double seconds) {
   const std::shared_ptr<Device> dev = open_device(device.substr(0, device.find(',')));
   constexpr std::size_t n = 32 * MiB;
-  void* host = dev->alloc_pinned(n);
-  void* gpu = nullptr;
-  double rate = 0;
-  try {
-    gpu = dev->alloc(n);
-    std::memset(host, 1, n);
-    const StreamHandle s = dev->create_stream();
-    const auto t0 = Clock::now();
-    std::uint64_t copied = 0;
-    do {
-      dev->copy_to_device_async(gpu, host, n, s);
-      dev->synchronize(s);
-      copied += n;
-    } while (since(t0) < seconds);
-    rate = static_cast<double>(copied) / static_cast<double>(GiB) / since(t0);
-    dev->destroy_stream(s);
-  } catch (...) {
-    if (gpu != nullptr) dev->free(gpu);
-    dev->free_pinned(host);
-    throw;
-  }
-  dev->free(gpu);
-  dev->free_pinned(host);
-  return rate;
+  const PinnedBuffer host(dev, n);
+  const DeviceBuffer gpu(dev, n);
+  std::memset(host.data(), 1, n);
+  const Stream s(dev);
+  const auto t0 = Clock::now();
+  std::uint64_t copied = 0;
+  do {
+    dev->copy_to_device_async(gpu.data(), host.data(), n, s.get());
+    s.synchronize();
+    copied += n;
+  } while (since(t0) < seconds);
+  return static_cast<double>(copied) / static_cast<double>(GiB) / since(t0);
 }
 
 }  // namespace detail

@@ -125,23 +125,132 @@ std::shared_ptr<Device> open_device(std::string_view spec) {
   return open_device(*setting);
 }
 
-DeviceBuffer::DeviceBuffer(std::shared_ptr<Device> dev, std::size_t bytes)
-    : dev_(std::move(dev)), ptr_(dev_->alloc(bytes)), size_(bytes) {}
+namespace {
 
-DeviceBuffer::DeviceBuffer(DeviceBuffer&& o) noexcept { *this = std::move(o); }
+void require_device(const std::shared_ptr<Device>& device, const char* what) {
+  if (!device) throw_usage_error({.op = what}, "needs a device (got none)");
+}
 
-DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
+}  // namespace
+
+Stream::Stream(std::shared_ptr<Device> device) : device_(std::move(device)) {
+  require_device(device_, "stream");
+  handle_ = device_->create_stream();
+}
+
+Stream::Stream(Stream&& o) noexcept
+    : device_(std::move(o.device_)), handle_(std::exchange(o.handle_, nullptr)) {}
+
+Stream& Stream::operator=(Stream&& o) noexcept {
   if (this != &o) {
-    if (ptr_ != nullptr) dev_->free(ptr_);
-    dev_ = std::move(o.dev_);
-    ptr_ = std::exchange(o.ptr_, nullptr);
-    size_ = std::exchange(o.size_, 0);
+    reset();
+    device_ = std::move(o.device_);
+    handle_ = std::exchange(o.handle_, nullptr);
   }
   return *this;
 }
 
-DeviceBuffer::~DeviceBuffer() {
-  if (ptr_ != nullptr) dev_->free(ptr_);
+Stream::~Stream() { reset(); }
+
+void Stream::synchronize() const {
+  if (handle_ == nullptr) throw_usage_error({.op = "stream"}, "synchronize on an empty Stream");
+  device_->synchronize(handle_);
 }
+
+void Stream::reset() noexcept {
+  if (handle_ != nullptr) device_->destroy_stream(std::exchange(handle_, nullptr));
+  device_.reset();
+}
+
+StreamHandle Stream::release() noexcept {
+  device_.reset();
+  return std::exchange(handle_, nullptr);
+}
+
+Event::Event(std::shared_ptr<Device> device) : device_(std::move(device)) {
+  require_device(device_, "event");
+  handle_ = device_->create_event();
+}
+
+Event::Event(Event&& o) noexcept
+    : device_(std::move(o.device_)), handle_(std::exchange(o.handle_, nullptr)) {}
+
+Event& Event::operator=(Event&& o) noexcept {
+  if (this != &o) {
+    reset();
+    device_ = std::move(o.device_);
+    handle_ = std::exchange(o.handle_, nullptr);
+  }
+  return *this;
+}
+
+Event::~Event() { reset(); }
+
+void Event::record(const Stream& stream) {
+  if (stream.device() != device_) {
+    throw_usage_error({.op = "event"}, "record on a stream of another device");
+  }
+  record(stream.get());
+}
+
+void Event::record(StreamHandle stream) {
+  if (handle_ == nullptr) throw_usage_error({.op = "event"}, "record of an empty Event");
+  device_->record_event(handle_, stream);
+}
+
+bool Event::done() const {
+  if (handle_ == nullptr) throw_usage_error({.op = "event"}, "done() of an empty Event");
+  return device_->event_done(handle_);
+}
+
+void Event::wait() const {
+  if (handle_ == nullptr) throw_usage_error({.op = "event"}, "wait() of an empty Event");
+  device_->wait_event(handle_);
+}
+
+void Event::reset() noexcept {
+  if (handle_ != nullptr) device_->destroy_event(std::exchange(handle_, nullptr));
+  device_.reset();
+}
+
+namespace detail {
+
+DeviceAllocation::DeviceAllocation(std::shared_ptr<Device> device, std::size_t bytes, Kind kind)
+    : device_(std::move(device)), size_(bytes), kind_(kind) {
+  require_device(device_, kind == Kind::device ? "device buffer" : "pinned buffer");
+  ptr_ = kind == Kind::device ? device_->alloc(bytes) : device_->alloc_pinned(bytes);
+}
+
+DeviceAllocation::DeviceAllocation(DeviceAllocation&& o) noexcept
+    : device_(std::move(o.device_)),
+      ptr_(std::exchange(o.ptr_, nullptr)),
+      size_(std::exchange(o.size_, 0)),
+      kind_(o.kind_) {}
+
+DeviceAllocation& DeviceAllocation::operator=(DeviceAllocation&& o) noexcept {
+  if (this != &o) {
+    reset();
+    device_ = std::move(o.device_);
+    ptr_ = std::exchange(o.ptr_, nullptr);
+    size_ = std::exchange(o.size_, 0);
+    kind_ = o.kind_;
+  }
+  return *this;
+}
+
+void DeviceAllocation::reset() noexcept {
+  if (ptr_ != nullptr) {
+    if (kind_ == Kind::device) {
+      device_->free(ptr_);
+    } else {
+      device_->free_pinned(ptr_);
+    }
+  }
+  ptr_ = nullptr;
+  size_ = 0;
+  device_.reset();
+}
+
+}  // namespace detail
 
 }  // namespace sluice

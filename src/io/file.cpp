@@ -55,6 +55,60 @@ bool probe_direct_read(int direct_fd) {
 
 }  // namespace
 
+namespace detail {
+
+// The descriptors of one open file and what was learned about them. Owned jointly by the File
+// handles on it and the transfers in flight, so the descriptors close (and their numbers can be
+// reused) only once nothing can still use them.
+struct FileState {
+  int fd = -1;
+  int direct_fd = -1;
+  int cache_fd = -1;
+  std::uint32_t mem_align = 1;
+  std::uint32_t offset_align = 1;
+  bool block_device = false;
+  std::string fs_type;
+  std::string direct_reason;
+  std::mutex attachment_mutex;
+  std::shared_ptr<void> attachment;  // only under attachment_mutex
+
+  FileState() = default;
+  FileState(const FileState&) = delete;
+  FileState& operator=(const FileState&) = delete;
+  ~FileState() {
+    attachment.reset();  // a registration (cuFile's) never outlives its descriptor
+    if (direct_fd >= 0) ::close(direct_fd);
+    if (cache_fd >= 0) ::close(cache_fd);
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+// What was opened: the path and mode, which a closed handle still reports.
+struct FileIdentity {
+  std::string path;
+  OpenMode mode = OpenMode::read;
+};
+
+}  // namespace detail
+
+namespace {
+
+// What a closed handle reports.
+const detail::FileState& closed_state() {
+  static const detail::FileState closed;
+  return closed;
+}
+
+// The readahead-off descriptor for reads of what the page cache holds. Without it (an open that
+// fails, say at the descriptor limit) those reads use the ordinary buffered descriptor.
+void open_cache_fd(detail::FileState& s, const std::string& path, OpenMode mode, int flags) {
+  if (mode == OpenMode::write) return;
+  s.cache_fd = ::open(path.c_str(), flags & ~(O_CREAT | O_TRUNC));
+  if (s.cache_fd >= 0) (void)::posix_fadvise(s.cache_fd, 0, 0, POSIX_FADV_RANDOM);
+}
+
+}  // namespace
+
 std::string fs_type_name(long magic) {
   static constexpr std::pair<unsigned long, std::string_view> names[] = {
       {EXT4_SUPER_MAGIC, "ext4"},  // ext2/ext3 share the magic
@@ -74,143 +128,125 @@ std::string fs_type_name(long magic) {
   return fmt::format("0x{:x}", key);
 }
 
-// The readahead-off descriptor for reads of what the page cache holds. Without it (an open that
-// fails, say at the descriptor limit) those reads use the ordinary buffered descriptor.
-void File::open_cache_fd(File& f, int flags) {
-  if (f.mode_ == OpenMode::write) return;
-  f.cache_fd_ = ::open(f.path_.c_str(), flags & ~(O_CREAT | O_TRUNC));
-  if (f.cache_fd_ >= 0) (void)::posix_fadvise(f.cache_fd_, 0, 0, POSIX_FADV_RANDOM);
-}
+namespace {
 
-File File::open(std::string path, OpenMode mode, const OpenOptions& options) {
-  File f;
-  f.path_ = std::move(path);
-  f.mode_ = mode;
-  const int flags = open_flags(mode, options);
-  f.fd_ = ::open(f.path_.c_str(), flags, options.permissions);
-  if (f.fd_ < 0) {
-    const int err = errno;
-    throw_os_error(err, {.op = "open", .path = f.path_},
-                   "cannot open");
+// Opens the O_DIRECT descriptor (and the cache one beside it) where the filesystem really does
+// direct I/O, or records why not in s.direct_reason.
+void open_direct(detail::FileState& s, const std::string& path, OpenMode mode, int flags, long magic) {
+  if (!s.block_device && memory_filesystem(magic)) {
+    s.direct_reason = fmt::format("filesystem {} has no O_DIRECT (page cache only)", s.fs_type);
+    return;
   }
-  struct stat st {};
-  if (::fstat(f.fd_, &st) != 0) throw_os_error(errno, {.op = "open", .path = f.path_}, "fstat failed");
-  if (S_ISDIR(st.st_mode)) throw_os_error(EISDIR, {.op = "open", .path = f.path_}, "is a directory");
-  f.block_device_ = S_ISBLK(st.st_mode);
-  if (!S_ISREG(st.st_mode) && !f.block_device_) {
-    throw_usage_error({.op = "open", .path = f.path_}, "not a regular file or block device");
-  }
-
-  struct statfs sfs {};
-  const long magic = ::fstatfs(f.fd_, &sfs) == 0 ? static_cast<long>(sfs.f_type) : 0;
-  f.fs_type_ = f.block_device_ ? "block device" : fs_type_name(magic);
-
-  if (!options.direct) {
-    f.direct_reason_ = "direct I/O disabled by configuration";
-    return f;
-  }
-  if (!f.block_device_ && memory_filesystem(magic)) {
-    f.direct_reason_ = fmt::format("filesystem {} has no O_DIRECT (page cache only)", f.fs_type_);
-    return f;
-  }
-
   struct statx stx {};
   const bool have_statx =
-      ::syscall(SYS_statx, f.fd_, "", AT_EMPTY_PATH, STATX_DIOALIGN, &stx) == 0;
+      ::syscall(SYS_statx, s.fd, "", AT_EMPTY_PATH, STATX_DIOALIGN, &stx) == 0;
   if (have_statx && (stx.stx_mask & STATX_DIOALIGN) != 0 && stx.stx_dio_offset_align == 0) {
-    f.direct_reason_ = fmt::format("filesystem {} does not support O_DIRECT", f.fs_type_);
-    return f;
+    s.direct_reason = fmt::format("filesystem {} does not support O_DIRECT", s.fs_type);
+    return;
   }
-  f.direct_fd_ = ::open(f.path_.c_str(), (flags & ~(O_CREAT | O_TRUNC)) | O_DIRECT);
-  if (f.direct_fd_ < 0) {
-    f.direct_reason_ = fmt::format("filesystem {} refused O_DIRECT ({})", f.fs_type_,
-                                   errno == EINVAL ? "EINVAL" : fmt::format("errno {}", errno));
-    return f;
+  s.direct_fd = ::open(path.c_str(), (flags & ~(O_CREAT | O_TRUNC)) | O_DIRECT);
+  if (s.direct_fd < 0) {
+    s.direct_reason = fmt::format("filesystem {} refused O_DIRECT ({})", s.fs_type,
+                                  errno == EINVAL ? "EINVAL" : fmt::format("errno {}", errno));
+    return;
   }
-  open_cache_fd(f, flags);
+  open_cache_fd(s, path, mode, flags);
   if (have_statx && (stx.stx_mask & STATX_DIOALIGN) != 0) {
-    f.mem_align_ = stx.stx_dio_mem_align;
-    f.offset_align_ = stx.stx_dio_offset_align;
-  } else {
-    // No statx answer (kernel < 6.1, or a block device): 4 KiB covers every common device.
-    f.mem_align_ = 4096;
-    f.offset_align_ = 4096;
-    if (mode != OpenMode::write && !probe_direct_read(f.direct_fd_)) {
-      ::close(f.direct_fd_);
-      f.direct_fd_ = -1;
-      if (f.cache_fd_ >= 0) ::close(f.cache_fd_);
-      f.cache_fd_ = -1;
-      f.mem_align_ = f.offset_align_ = 1;
-      f.direct_reason_ = fmt::format("filesystem {} failed an O_DIRECT probe read", f.fs_type_);
-    }
+    s.mem_align = stx.stx_dio_mem_align;
+    s.offset_align = stx.stx_dio_offset_align;
+    return;
   }
+  // No statx answer (kernel < 6.1, or a block device): 4 KiB covers every common device.
+  s.mem_align = 4096;
+  s.offset_align = 4096;
+  if (mode != OpenMode::write && !probe_direct_read(s.direct_fd)) {
+    ::close(s.direct_fd);
+    s.direct_fd = -1;
+    if (s.cache_fd >= 0) ::close(s.cache_fd);
+    s.cache_fd = -1;
+    s.mem_align = s.offset_align = 1;
+    s.direct_reason = fmt::format("filesystem {} failed an O_DIRECT probe read", s.fs_type);
+  }
+}
+
+}  // namespace
+
+File File::open(std::string path, OpenMode mode, const OpenOptions& options) {
+  auto state = std::make_shared<detail::FileState>();
+  detail::FileState& s = *state;
+  const int flags = open_flags(mode, options);
+  s.fd = ::open(path.c_str(), flags, options.permissions);
+  if (s.fd < 0) {
+    const int err = errno;
+    throw_os_error(err, {.op = "open", .path = path}, "cannot open");
+  }
+  struct stat st {};
+  if (::fstat(s.fd, &st) != 0) throw_os_error(errno, {.op = "open", .path = path}, "fstat failed");
+  if (S_ISDIR(st.st_mode)) throw_os_error(EISDIR, {.op = "open", .path = path}, "is a directory");
+  s.block_device = S_ISBLK(st.st_mode);
+  if (!S_ISREG(st.st_mode) && !s.block_device) {
+    throw_usage_error({.op = "open", .path = path}, "not a regular file or block device");
+  }
+  struct statfs sfs {};
+  const long magic = ::fstatfs(s.fd, &sfs) == 0 ? static_cast<long>(sfs.f_type) : 0;
+  s.fs_type = s.block_device ? "block device" : fs_type_name(magic);
+  if (options.direct) {
+    open_direct(s, path, mode, flags, magic);
+  } else {
+    s.direct_reason = "direct I/O disabled by configuration";
+  }
+  File f;
+  f.state_ = std::move(state);
+  f.id_ = std::make_shared<const detail::FileIdentity>(detail::FileIdentity{std::move(path), mode});
   return f;
 }
 
-File::File(File&& other) noexcept { *this = std::move(other); }
+void File::close() noexcept { state_.reset(); }
 
-File& File::operator=(File&& other) noexcept {
-  if (this != &other) {
-    close();
-    fd_ = std::exchange(other.fd_, -1);
-    direct_fd_ = std::exchange(other.direct_fd_, -1);
-    cache_fd_ = std::exchange(other.cache_fd_, -1);
-    mem_align_ = other.mem_align_;
-    offset_align_ = other.offset_align_;
-    block_device_ = other.block_device_;
-    mode_ = other.mode_;
-    path_ = std::move(other.path_);
-    fs_type_ = std::move(other.fs_type_);
-    direct_reason_ = std::move(other.direct_reason_);
-    attachment_ = std::move(other.attachment_);
-  }
-  return *this;
+const std::string& File::path() const noexcept {
+  static const std::string none;
+  return id_ ? id_->path : none;
 }
+OpenMode File::mode() const noexcept { return id_ ? id_->mode : OpenMode::read; }
 
-File::~File() { close(); }
-
-namespace {
-// One lock for every File's attachment: attaching is rare (once per file and upper layer), and
-// a per-File mutex would make File immovable.
-std::mutex& attachment_mutex() {
-  static std::mutex m;
-  return m;
+int File::fd() const noexcept { return state_ ? state_->fd : -1; }
+int File::direct_fd() const noexcept { return state_ ? state_->direct_fd : -1; }
+int File::cache_fd() const noexcept {
+  if (!state_) return -1;
+  return state_->cache_fd >= 0 ? state_->cache_fd : state_->fd;
 }
-}  // namespace
+const std::string& File::direct_reason() const noexcept {
+  return (state_ ? *state_ : closed_state()).direct_reason;
+}
+std::uint32_t File::mem_align() const noexcept { return state_ ? state_->mem_align : 1; }
+std::uint32_t File::offset_align() const noexcept { return state_ ? state_->offset_align : 1; }
+bool File::is_block_device() const noexcept { return state_ && state_->block_device; }
+const std::string& File::fs_type() const noexcept { return (state_ ? *state_ : closed_state()).fs_type; }
 
 std::shared_ptr<void> File::attachment(const std::function<std::shared_ptr<void>()>& make) const {
-  std::lock_guard lock(attachment_mutex());
-  if (!attachment_) attachment_ = make();
-  return attachment_;
+  if (!state_) return nullptr;
+  std::lock_guard lock(state_->attachment_mutex);
+  if (!state_->attachment) state_->attachment = make();
+  return state_->attachment;
 }
 
 std::shared_ptr<void> File::attachment() const {
-  std::lock_guard lock(attachment_mutex());
-  return attachment_;
-}
-
-void File::close() noexcept {
-  {
-    std::lock_guard lock(attachment_mutex());
-    attachment_.reset();
-  }
-  if (direct_fd_ >= 0) ::close(direct_fd_);
-  if (cache_fd_ >= 0) ::close(cache_fd_);
-  if (fd_ >= 0) ::close(fd_);
-  fd_ = direct_fd_ = cache_fd_ = -1;
+  if (!state_) return nullptr;
+  std::lock_guard lock(state_->attachment_mutex);
+  return state_->attachment;
 }
 
 std::uint64_t File::size() const {
-  if (fd_ < 0) throw_os_error(EBADF, {.op = "size", .path = path_}, "file is closed");
-  if (block_device_) {
+  if (!state_) throw_os_error(EBADF, {.op = "size", .path = path()}, "file is closed");
+  if (state_->block_device) {
     std::uint64_t bytes = 0;
-    if (::ioctl(fd_, BLKGETSIZE64, &bytes) != 0) {
-      throw_os_error(errno, {.op = "size", .path = path_}, "BLKGETSIZE64 failed");
+    if (::ioctl(state_->fd, BLKGETSIZE64, &bytes) != 0) {
+      throw_os_error(errno, {.op = "size", .path = path()}, "BLKGETSIZE64 failed");
     }
     return bytes;
   }
   struct stat st {};
-  if (::fstat(fd_, &st) != 0) throw_os_error(errno, {.op = "size", .path = path_}, "fstat failed");
+  if (::fstat(state_->fd, &st) != 0) throw_os_error(errno, {.op = "size", .path = path()}, "fstat failed");
   return static_cast<std::uint64_t>(st.st_size);
 }
 

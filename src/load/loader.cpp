@@ -20,14 +20,15 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-void* allocate(LoadTarget target, Device* dev, std::uint64_t bytes) {
+template <typename Memory>
+Memory allocate(LoadTarget target, const std::shared_ptr<Device>& dev, std::uint64_t bytes) {
   const auto n = static_cast<std::size_t>(std::max<std::uint64_t>(bytes, 1));
   switch (target) {
-    case LoadTarget::device: return dev->alloc(n);
-    case LoadTarget::pinned_host: return dev->alloc_pinned(n);
-    case LoadTarget::pageable_host: return map_host_memory(n);
+    case LoadTarget::device: return Memory(std::in_place_type<DeviceBuffer>, dev, n);
+    case LoadTarget::pinned_host: return Memory(std::in_place_type<PinnedBuffer>, dev, n);
+    case LoadTarget::pageable_host: return Memory(std::in_place_type<HostMapping>, n);
   }
-  return nullptr;
+  return {};
 }
 
 // The reads of one path: their bytes, those the page cache served, and the first reason of a
@@ -174,33 +175,14 @@ class ReadWindow {
 
 }  // namespace
 
-LoadedTensors::LoadedTensors(LoadedTensors&& o) noexcept { *this = std::move(o); }
-
-LoadedTensors& LoadedTensors::operator=(LoadedTensors&& o) noexcept {
-  if (this != &o) {
-    release();
-    device_ = std::move(o.device_);
-    target_ = o.target_;
-    base_ = std::exchange(o.base_, nullptr);
-    size_ = std::exchange(o.size_, 0);
-    infos_ = std::move(o.infos_);  // a moved vector keeps its elements where they are
-    tensors_ = std::move(o.tensors_);
-    by_name_ = std::move(o.by_name_);
-    result_ = std::move(o.result_);
-  }
-  return *this;
-}
-
-LoadedTensors::~LoadedTensors() { release(); }
-
-void LoadedTensors::release() noexcept {
-  if (base_ == nullptr) return;
-  switch (target_) {
-    case LoadTarget::device: device_->free(base_); break;
-    case LoadTarget::pinned_host: device_->free_pinned(base_); break;
-    case LoadTarget::pageable_host: unmap_host_memory(base_, static_cast<std::size_t>(std::max<std::uint64_t>(size_, 1))); break;
-  }
-  base_ = nullptr;
+void* LoadedTensors::base() const noexcept {
+  struct Base {
+    void* operator()(std::monostate) const noexcept { return nullptr; }
+    void* operator()(const DeviceBuffer& m) const noexcept { return m.data(); }
+    void* operator()(const PinnedBuffer& m) const noexcept { return m.data(); }
+    void* operator()(const HostMapping& m) const noexcept { return m.get(); }
+  };
+  return std::visit(Base{}, memory_);
 }
 
 const LoadedTensor* LoadedTensors::find(std::string_view name) const {
@@ -239,8 +221,7 @@ LoadedTensors load(const Checkpoint& cp, const LoadOptions& o) {
   for (const TensorInfo* ti : plan.tensors) out.infos_.push_back(*ti);
   out.tensors_.resize(plan.tensors.size());
   if (!o.destination) {
-    out.base_ = allocate(o.target, o.device.get(), plan.allocation_bytes);
-    out.size_ = plan.allocation_bytes;
+    out.memory_ = allocate<LoadedTensors::Memory>(o.target, o.device, plan.allocation_bytes);
   }
   for (std::size_t i = 0; i < plan.tensors.size(); ++i) {
     LoadedTensor& t = out.tensors_[i];
@@ -252,12 +233,12 @@ LoadedTensors load(const Checkpoint& cp, const LoadOptions& o) {
                           fmt::format("the destination callback gave no buffer for tensor '{}'", t.info->name));
       }
     } else {
-      t.data = static_cast<std::byte*>(out.base_) + plan.placement[i];
+      t.data = static_cast<std::byte*>(out.base()) + plan.placement[i];
     }
     out.by_name_.emplace(t.info->name, i);
   }
 
-  ReadWindow reads(cp, plan, o, out.tensors_, out.base_);
+  ReadWindow reads(cp, plan, o, out.tensors_, out.base());
   out.result_ = reads.run();
   return out;
 }

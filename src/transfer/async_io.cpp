@@ -88,7 +88,7 @@ struct Request : Link {
 void record(const Request& r, std::uint64_t bytes, std::uint64_t ns) {
   const Direction d = r.t.op == IoOp::read ? Direction::read : Direction::write;
   stats().record(Path::host, d, bytes, 1, ns, false);
-  stats().record_target("host", r.t.file->fs_type(), d, bytes, 1, ns, false);
+  stats().record_target("host", r.t.file.fs_type(), d, bytes, 1, ns, false);
 }
 
 // The rest of a request that came back short or failed, through the synchronous path.
@@ -100,8 +100,8 @@ void finish_on_pool(std::unique_ptr<Request> r) {
       std::byte* buf = t.buf + r->done;
       const std::uint64_t rest = t.size - r->done;
       TransferResult res = t.op == IoOp::read
-                               ? read(*t.file, buf, rest, t.offset + r->done, *r->options)
-                               : write(*t.file, buf, rest, t.offset + r->done, *r->options);
+                               ? read(t.file, buf, rest, t.offset + r->done, *r->options)
+                               : write(t.file, buf, rest, t.offset + r->done, *r->options);
       res.bytes += r->done;
       res.ios += 1;
       res.reason = fmt::format("{}; the rest: {}", async_reason, res.reason);
@@ -194,7 +194,7 @@ class AsyncIo {
       backlog_.pop_front();
       IoRequest q;
       q.op = r->t.op;
-      q.fd = r->t.file->direct_fd();
+      q.fd = r->t.file.direct_fd();
       q.buf = r->t.buf + r->done;
       q.len = static_cast<std::uint32_t>(r->t.size - r->done);
       q.offset = r->t.offset + r->done;
@@ -289,7 +289,7 @@ class AsyncIo {
 }  // namespace
 
 bool async_eligible(const AsyncTransfer& t, const Config& cfg, SyncMode sync) {
-  const File& f = *t.file;
+  const File& f = t.file;
   if (t.size == 0 || t.buf == nullptr || sync != SyncMode::none || !cfg.direct_io ||
       !f.has_direct()) {
     return false;

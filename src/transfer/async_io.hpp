@@ -19,7 +19,7 @@ namespace sluice::detail {
 /// One transfer the path choice sent to the host path.
 struct AsyncTransfer {
   IoOp op = IoOp::read;
-  const File* file = nullptr;
+  File file;  ///< a handle of its own: the file stays open until the transfer completes
   std::byte* buf = nullptr;
   std::uint64_t size = 0;
   std::uint64_t offset = 0;

@@ -74,28 +74,29 @@ void posix_piece(IoOp op, const File& file, std::byte* host, std::uint64_t n, st
 // A stream with its events, reused across transfers: creating a stream per transfer costs a
 // driver call on CUDA and a thread on the sim device, which dominated 1 MiB bounce reads.
 struct CopyStream {
-  StreamHandle stream = nullptr;
-  std::vector<EventHandle> events;
+  Stream stream;
+  std::vector<Event> events;
 };
 
-// Per-device free lists of copy streams. Leaked on purpose, like the devices they belong to.
+// Per-device free lists of copy streams. Leaked on purpose, like the devices they belong to;
+// each stream holds its device, so a device address is never reused while its streams wait here.
 class CopyStreams {
  public:
-  static CopyStream take(Device& dev) {
+  static CopyStream take(const std::shared_ptr<Device>& dev) {
     {
       std::lock_guard lock(mutex());
-      auto& free = lists()[&dev];
+      auto& free = lists()[dev.get()];
       if (!free.empty()) {
         CopyStream s = std::move(free.back());
         free.pop_back();
         return s;
       }
     }
-    return CopyStream{dev.create_stream(), {}};
+    return CopyStream{Stream(dev), {}};
   }
-  static void give_back(Device& dev, CopyStream s) {
+  static void give_back(CopyStream s) {
     std::lock_guard lock(mutex());
-    lists()[&dev].push_back(std::move(s));
+    lists()[s.stream.device().get()].push_back(std::move(s));
   }
 
  private:
@@ -115,30 +116,31 @@ class CopyStreams {
 class PooledStream {
  public:
   // Each device call makes the device's context current for itself (and gives the caller's back).
-  explicit PooledStream(Device& dev) : dev_(dev), cs_(CopyStreams::take(dev)) {}
+  explicit PooledStream(const std::shared_ptr<Device>& dev) : dev_(*dev), cs_(CopyStreams::take(dev)) {}
   ~PooledStream() {
     try {
-      dev_.synchronize(cs_.stream);
-      CopyStreams::give_back(dev_, std::move(cs_));
+      cs_.stream.synchronize();
+      CopyStreams::give_back(std::move(cs_));
     } catch (...) {
       // A stream that failed to synchronise is not reused (nor destroyed: it may be busy).
+      (void)cs_.stream.release();
     }
   }
   PooledStream(const PooledStream&) = delete;
   PooledStream& operator=(const PooledStream&) = delete;
 
   void copy_to_device(void* dst, const void* src, std::size_t n) {
-    dev_.copy_to_device_async(dst, src, n, cs_.stream);
-    dev_.synchronize(cs_.stream);
+    dev_.copy_to_device_async(dst, src, n, cs_.stream.get());
+    cs_.stream.synchronize();
   }
   void copy_to_host(void* dst, const void* src, std::size_t n) {
-    dev_.copy_to_host_async(dst, src, n, cs_.stream);
-    dev_.synchronize(cs_.stream);
+    dev_.copy_to_host_async(dst, src, n, cs_.stream.get());
+    cs_.stream.synchronize();
   }
 
-  [[nodiscard]] StreamHandle stream() const noexcept { return cs_.stream; }
+  [[nodiscard]] const Stream& stream() const noexcept { return cs_.stream; }
   /// The events kept with this stream for reuse (DeviceMover's tickets).
-  [[nodiscard]] std::vector<EventHandle>& events() noexcept { return cs_.events; }
+  [[nodiscard]] std::vector<Event>& events() noexcept { return cs_.events; }
 
  private:
   Device& dev_;
@@ -149,33 +151,33 @@ class PooledStream {
 // Copies on one stream complete in order, matching the worker's oldest-first bookkeeping.
 class DeviceMover final : public Mover {
  public:
-  explicit DeviceMover(Device& dev) : dev_(dev), copies_(dev) {
+  explicit DeviceMover(const std::shared_ptr<Device>& dev) : dev_(*dev), copies_(dev) {
     for (std::size_t i = 0; i < copies_.events().size(); ++i) free_.push_back(static_cast<int>(i));
   }
 
   int start(void* dst, const void* src, std::size_t n, bool to_user) override {
     if (to_user) {
-      dev_.copy_to_device_async(dst, src, n, copies_.stream());
+      dev_.copy_to_device_async(dst, src, n, copies_.stream().get());
     } else {
-      dev_.copy_to_host_async(dst, src, n, copies_.stream());
+      dev_.copy_to_host_async(dst, src, n, copies_.stream().get());
     }
     int t = 0;
     if (free_.empty()) {
-      copies_.events().push_back(dev_.create_event());
+      copies_.events().emplace_back(copies_.stream().device());
       t = static_cast<int>(copies_.events().size() - 1);
     } else {
       t = free_.back();
       free_.pop_back();
     }
-    dev_.record_event(event(t), copies_.stream());
+    event(t).record(copies_.stream());
     return t;
   }
-  bool done(int t) override { return dev_.event_done(event(t)); }
-  void wait(int t) override { dev_.wait_event(event(t)); }
+  bool done(int t) override { return event(t).done(); }
+  void wait(int t) override { event(t).wait(); }
   void release(int t) override { free_.push_back(t); }
 
  private:
-  EventHandle event(int t) { return copies_.events()[static_cast<std::size_t>(t)]; }
+  Event& event(int t) { return copies_.events()[static_cast<std::size_t>(t)]; }
 
   Device& dev_;
   PooledStream copies_;  // synchronised and returned to the pool when the mover goes
@@ -200,8 +202,9 @@ StagingPool& pinned_pool(Device& device) {
 }
 
 TransferResult bounce_transfer(IoOp op, const File& file, std::byte* dev, std::uint64_t size,
-                               std::uint64_t offset, Device& device, const Config& cfg) {
-  StagingPool& pool = pinned_pool(device);
+                               std::uint64_t offset, const std::shared_ptr<Device>& device,
+                               const Config& cfg) {
+  StagingPool& pool = pinned_pool(*device);
   const bool use_cache = op == IoOp::read && cfg.cache_policy == CachePolicy::use;
   const bool direct = cfg.direct_io && file.has_direct() && !use_cache &&
                       std::max<std::uint64_t>(file.offset_align(), 4096) <= pool.buffer_size();
@@ -234,7 +237,8 @@ TransferResult bounce_transfer(IoOp op, const File& file, std::byte* dev, std::u
 }
 
 TransferResult posix_transfer(IoOp op, const File& file, std::byte* dev, std::uint64_t size,
-                              std::uint64_t offset, Device& device, const Config& cfg) {
+                              std::uint64_t offset, const std::shared_ptr<Device>& device,
+                              const Config& cfg) {
   const auto t0 = Clock::now();
   const std::uint64_t piece = std::min<std::uint64_t>(cfg.bounce_buffer_size, size);
   std::vector<std::byte> host(static_cast<std::size_t>(piece));  // pageable, as naive code has it

@@ -10,12 +10,14 @@ namespace sluice::detail {
 /// The bounce path: O_DIRECT reads into the device's pinned staging pool, each filled buffer
 /// copied to the device asynchronously while the next reads are in flight; the reverse for writes.
 TransferResult bounce_transfer(IoOp op, const File& file, std::byte* dev, std::uint64_t size,
-                               std::uint64_t offset, Device& device, const Config& cfg);
+                               std::uint64_t offset, const std::shared_ptr<Device>& device,
+                               const Config& cfg);
 
 /// The posix path: pread into pageable memory, then a synchronous copy, one piece at a time.
 /// The naive baseline, kept to measure what the pipeline buys.
 TransferResult posix_transfer(IoOp op, const File& file, std::byte* dev, std::uint64_t size,
-                              std::uint64_t offset, Device& device, const Config& cfg);
+                              std::uint64_t offset, const std::shared_ptr<Device>& device,
+                              const Config& cfg);
 
 /// Why cuFile refused a request before moving a byte.
 struct DirectRefusal {

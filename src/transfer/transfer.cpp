@@ -124,7 +124,7 @@ TransferResult run_chosen(IoOp op, const File& file, std::byte* buf, std::uint64
   // GPU paths: the same checks and EOF clamping as the host path.
   const std::uint64_t n = detail::validate_request(op, file, buf, size, offset);
   if (n == 0) return {0, c.path, op == IoOp::read ? "end of file" : "nothing to write", 0, 0};
-  Device& dev = *o.device;
+  const std::shared_ptr<Device>& dev = o.device;
   if (c.fallback) stats().count_fallback(*c.fallback);
   auto tag = [&](TransferResult r) {
     if (!c.strict) r.reason = c.auto_why.empty() ? "auto: " + r.reason : c.reason() + "; " + r.reason;
@@ -237,7 +237,7 @@ bool async_fits(IoOp op, const File& file, const void* buf, std::uint64_t size,
   try {
     const auto cfg = effective(o);
     if (choose(op, file, buf, size, offset, o, *cfg).path != Path::host) return false;
-    *t = {op, &file, static_cast<std::byte*>(const_cast<void*>(buf)), size, offset};
+    *t = {op, file, static_cast<std::byte*>(const_cast<void*>(buf)), size, offset};
     if (!detail::async_eligible(*t, *cfg, o.sync)) return false;
     // The async thread reads O_DIRECT only. cache_policy use reads buffered; auto reads what the
     // page cache holds through it (one residency probe, as the synchronous path makes), so a
@@ -250,15 +250,16 @@ bool async_fits(IoOp op, const File& file, const void* buf, std::uint64_t size,
   }
 }
 
+// The work holds its own handle on the file (a copy), so the caller's may go at once.
 std::future<TransferResult> on_pool(IoOp op, const File& file, const void* buf, std::uint64_t size,
                                     std::uint64_t offset, const TransferOptions& options) {
   if (op == IoOp::read) {
-    return default_pool().submit([&file, buf, size, offset, options] {
+    return default_pool().submit([file, buf, size, offset, options] {
       return read(file, const_cast<void*>(buf), size, offset, options);
     });
   }
   return default_pool().submit(
-      [&file, buf, size, offset, options] { return write(file, buf, size, offset, options); });
+      [file, buf, size, offset, options] { return write(file, buf, size, offset, options); });
 }
 
 std::future<TransferResult> start_async(IoOp op, const File& file, const void* buf,
@@ -383,7 +384,7 @@ std::future<TransferResult> run_on_stream(const std::shared_ptr<Device>& device,
 std::future<TransferResult> read_on_stream(const File& file, void* buf, std::uint64_t size,
                                            std::uint64_t offset, StreamHandle stream,
                                            TransferOptions options) {
-  return run_on_stream(options.device, stream, [&file, buf, size, offset, options] {
+  return run_on_stream(options.device, stream, [file, buf, size, offset, options] {
     return read(file, buf, size, offset, options);
   });
 }
@@ -391,9 +392,38 @@ std::future<TransferResult> read_on_stream(const File& file, void* buf, std::uin
 std::future<TransferResult> write_on_stream(const File& file, const void* buf, std::uint64_t size,
                                             std::uint64_t offset, StreamHandle stream,
                                             TransferOptions options) {
-  return run_on_stream(options.device, stream, [&file, buf, size, offset, options] {
+  return run_on_stream(options.device, stream, [file, buf, size, offset, options] {
     return write(file, buf, size, offset, options);
   });
+}
+
+namespace {
+
+// A Stream's device is the transfer's: fill it in, or refuse a different one.
+TransferOptions on_device_of(const Stream& stream, TransferOptions options, const char* op) {
+  if (!stream) throw_usage_error({.op = op}, "an empty Stream");
+  if (!options.device) {
+    options.device = stream.device();
+  } else if (options.device != stream.device()) {
+    throw_usage_error({.op = op}, "options.device is not the device of the stream");
+  }
+  return options;
+}
+
+}  // namespace
+
+std::future<TransferResult> read_on_stream(const File& file, void* buf, std::uint64_t size,
+                                           std::uint64_t offset, const Stream& stream,
+                                           TransferOptions options) {
+  return read_on_stream(file, buf, size, offset, stream.get(),
+                        on_device_of(stream, std::move(options), "read"));
+}
+
+std::future<TransferResult> write_on_stream(const File& file, const void* buf, std::uint64_t size,
+                                            std::uint64_t offset, const Stream& stream,
+                                            TransferOptions options) {
+  return write_on_stream(file, buf, size, offset, stream.get(),
+                         on_device_of(stream, std::move(options), "write"));
 }
 
 std::vector<std::future<TransferResult>> submit_batch(std::span<const BatchEntry> entries,
@@ -411,7 +441,7 @@ std::vector<std::future<TransferResult>> submit_batch(std::span<const BatchEntry
     const BatchEntry& e = entries[i];
     detail::AsyncTransfer t;
     if (async_fits(e.op, *e.file, e.buf, e.size, e.offset, options, &t)) {
-      fast.push_back(t);
+      fast.push_back(std::move(t));
       fast_at.push_back(i);
     } else {
       out[i] = on_pool(e.op, *e.file, e.buf, e.size, e.offset, options);

@@ -190,5 +190,81 @@ TEST_F(Concurrency, DriverReferencesComeAndGoDuringIo) {
   ::close(fd);
 }
 
+// Deregistering a handle with I/O in flight is undefined in NVIDIA's cuFile ("call only with no
+// outstanding IO"). Here it must not crash: each batch entry and stream-ordered call looks its
+// handle up when it runs and holds it until done, so it either completes with the right bytes or
+// fails with CU_FILE_HANDLE_NOT_REGISTERED. ASan (and TSan: label concurrency) check the rest.
+TEST_F(Concurrency, DeregisteringWithIoInFlightNeverCrashes) {
+  constexpr size_t piece = 65536;
+  constexpr unsigned entries = 16;
+  const std::string path = dir_.file("inflight");
+  const auto data = random_bytes(entries * piece, 77);
+  write_file(path, data);
+  const int fd = open_file(path, O_RDONLY);
+  Buffer back(entries * piece, device_memory());
+  CUstream stream = device_memory() ? Cuda::get().create_stream() : nullptr;
+  unsigned completed = 0, refused = 0;
+  // Each entry: done with the right bytes, or refused for the handle; anything else is counted.
+  auto check = [&](unsigned i, ssize_t ret) {
+    const auto at = static_cast<std::ptrdiff_t>(i * piece);
+    if (ret == static_cast<ssize_t>(piece) &&
+        back.bytes(i * piece, piece) ==
+            std::vector<unsigned char>(data.begin() + at, data.begin() + at + static_cast<std::ptrdiff_t>(piece))) {
+      ++completed;
+    } else {
+      EXPECT_EQ(ret, -CU_FILE_HANDLE_NOT_REGISTERED) << "entry " << i;
+      ++refused;
+    }
+  };
+  for (int round = 0; round < 5; ++round) {
+    CUfileHandle_t fh = nullptr;
+    ASSERT_TRUE(ok(register_fd(&fh, fd)));
+    CUfileBatchHandle_t batch = nullptr;
+    ASSERT_TRUE(ok(cuFileBatchIOSetUp(&batch, entries)));
+    CUfileIOParams_t io[entries];
+    std::memset(io, 0, sizeof io);
+    for (unsigned i = 0; i < entries; ++i) {
+      io[i].mode = CUFILE_BATCH;
+      io[i].fh = fh;
+      io[i].opcode = CUFILE_READ;
+      io[i].cookie = reinterpret_cast<void*>(static_cast<std::uintptr_t>(i));
+      io[i].u.batch.devPtr_base = back.get();
+      io[i].u.batch.file_offset = static_cast<off_t>(i * piece);
+      io[i].u.batch.devPtr_offset = static_cast<off_t>(i * piece);
+      io[i].u.batch.size = piece;
+    }
+    ASSERT_TRUE(ok(cuFileBatchIOSubmit(batch, entries, io, 0)));
+    cuFileHandleDeregister(fh);
+    CUfileIOEvents_t ev[entries];
+    unsigned nr = entries;
+    ASSERT_TRUE(ok(cuFileBatchIOGetStatus(batch, entries, &nr, ev, nullptr)));
+    ASSERT_EQ(nr, entries);
+    for (const auto& e : ev) {
+      const auto ret = static_cast<ssize_t>(e.ret);
+      EXPECT_EQ(e.status == CUFILE_COMPLETE, ret >= 0) << "status " << e.status << ", ret " << ret;
+      check(static_cast<unsigned>(reinterpret_cast<std::uintptr_t>(e.cookie)), ret);
+    }
+    cuFileBatchIODestroy(batch);
+    if (stream == nullptr) continue;  // only the NULL stream (synchronous) without libcuda
+    // The same on a CUDA stream: the calls read their arguments and look the handle up when the
+    // stream reaches them.
+    ASSERT_TRUE(ok(register_fd(&fh, fd)));
+    std::vector<size_t> sizes(entries, piece);
+    std::vector<off_t> offsets(entries), buf_offsets(entries);
+    std::vector<ssize_t> got(entries, 0);
+    for (unsigned i = 0; i < entries; ++i) {
+      offsets[i] = buf_offsets[i] = static_cast<off_t>(i * piece);
+      ASSERT_TRUE(ok(cuFileReadAsync(fh, back.get(), &sizes[i], &offsets[i], &buf_offsets[i],
+                                     &got[i], stream)));
+    }
+    cuFileHandleDeregister(fh);
+    ASSERT_EQ(Cuda::get().synchronize(stream), 0);
+    for (unsigned i = 0; i < entries; ++i) check(i, got[i]);
+  }
+  EXPECT_EQ(completed + refused, (stream != nullptr ? 10U : 5U) * entries);
+  if (stream != nullptr) Cuda::get().destroy_stream(stream);
+  ::close(fd);
+}
+
 }  // namespace
 }  // namespace cufile_test

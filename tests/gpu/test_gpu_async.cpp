@@ -7,6 +7,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <future>
+#include <memory>
 #include <random>
 #include <thread>
 
@@ -141,23 +143,22 @@ TEST_P(Async, ReadOnStreamRunsInStreamOrder) {
   after.host = &host;
   after.want = &before.bytes;
 
-  const StreamHandle s = dev_->create_stream();
-  dev_->launch_host_func(s, &RewriteFile::run, &before);
+  const Stream s(dev_);
+  dev_->launch_host_func(s.get(), &RewriteFile::run, &before);
   auto fut = read_on_stream(f, mem.data(), n, 0, s, options());
-  dev_->copy_to_host_async(host.data(), mem.data(), n, s);
-  dev_->launch_host_func(s, &AfterProbe::run, &after);
+  dev_->copy_to_host_async(host.data(), mem.data(), n, s.get());
+  dev_->launch_host_func(s.get(), &AfterProbe::run, &after);
 
   const TransferResult r = fut.get();
   EXPECT_TRUE(before.done.load()) << "the transfer finished before the work ahead of it";
   EXPECT_EQ(r.bytes, n);
   EXPECT_EQ(r.path, Path::bounce);
   EXPECT_TRUE(contains(r.reason, "libcufile"));
-  dev_->synchronize(s);
+  s.synchronize();
   EXPECT_TRUE(after.ran.load());
   EXPECT_TRUE(after.matched.load()) << "work after the transfer ran before its bytes were there";
   EXPECT_TRUE(test::same_bytes(host, before.bytes)) << "the read did not see the rewrite enqueued ahead of it";
   EXPECT_TRUE(test::same_bytes(mem.download(), before.bytes));
-  dev_->destroy_stream(s);
 }
 
 TEST_P(Async, WriteOnStreamWritesWhatTheCopiesBeforeItPut) {
@@ -176,17 +177,16 @@ TEST_P(Async, WriteOnStreamWritesWhatTheCopiesBeforeItPut) {
   after.want = &new_bytes;
   after.file = path;
 
-  const StreamHandle s = dev_->create_stream();
-  dev_->launch_host_func(s, &Sleep::run, nullptr);
-  dev_->copy_to_device_async(mem.data(), new_bytes.data(), n, s);
+  const Stream s(dev_);
+  dev_->launch_host_func(s.get(), &Sleep::run, nullptr);
+  dev_->copy_to_device_async(mem.data(), new_bytes.data(), n, s.get());
   auto fut = write_on_stream(f, mem.data(), n, 0, s, options(Path::bounce));
-  dev_->launch_host_func(s, &AfterProbe::run, &after);
+  dev_->launch_host_func(s.get(), &AfterProbe::run, &after);
   EXPECT_EQ(fut.get().bytes, n);
-  dev_->synchronize(s);
+  s.synchronize();
   EXPECT_TRUE(after.ran.load());
   EXPECT_TRUE(after.matched.load()) << "work after the write ran before the file had the bytes";
   EXPECT_TRUE(test::same_bytes(test::read_whole(path), new_bytes)) << "the write did not wait for the copy before it";
-  dev_->destroy_stream(s);
 }
 
 TEST_P(Async, StreamTransferErrorsArriveThroughTheFuture) {
@@ -198,13 +198,49 @@ TEST_P(Async, StreamTransferErrorsArriveThroughTheFuture) {
   const std::vector<std::byte> none;
   after.host = &none;
   after.want = &none;
-  const StreamHandle s = dev_->create_stream();
+  const Stream s(dev_);
   auto fut = read_on_stream(wo, mem.data(), 4096, 0, s, options());
-  dev_->launch_host_func(s, &AfterProbe::run, &after);
+  dev_->launch_host_func(s.get(), &AfterProbe::run, &after);
   EXPECT_TRUE(throws_error([&] { (void)fut.get(); }, ErrorDomain::usage, {"writing only"}));
-  dev_->synchronize(s);
+  s.synchronize();
   EXPECT_TRUE(after.ran.load()) << "the stream goes on after a failed transfer";
-  dev_->destroy_stream(s);
+}
+
+// Stream-ordered transfers hold their File: the caller drops it (from the heap, so a transfer
+// that still pointed at it is a use-after-free ASan reports) and then its Stream right after
+// enqueueing, and the bytes still arrive. On the sim device a host function holds the stream
+// until the File is gone (the fake libcuda runs stream work at once, on the caller).
+TEST_P(Async, StreamTransfersHoldTheirFile) {
+  const std::uint64_t n = MiB + 333;
+  const std::string in = dir_->file("held-in.bin");
+  const std::string out = dir_->file("held-out.bin");
+  const auto data = test::random_bytes(n, 12);
+  test::write_file(in, data);
+  DeviceMemory dst(dev_, n);
+  DeviceMemory src(dev_, n);
+  src.upload(data);
+  std::promise<void> file_gone;
+  struct Hold {
+    static void run(void* arg) { static_cast<std::shared_future<void>*>(arg)->wait(); }
+  };
+  std::shared_future<void> gone = file_gone.get_future().share();
+  std::future<TransferResult> r, w;
+  {
+    auto stream = std::make_unique<Stream>(dev_);
+    if (GetParam() == "sim") dev_->launch_host_func(stream->get(), &Hold::run, &gone);
+    auto reading = std::make_unique<File>(File::open(in, OpenMode::read));
+    auto writing = std::make_unique<File>(File::open(out, OpenMode::write));
+    r = read_on_stream(*reading, dst.data(), n, 0, *stream, options(Path::bounce));
+    w = write_on_stream(*writing, src.data(), n, 0, *stream, options(Path::posix));
+    reading.reset();
+    writing.reset();
+    file_gone.set_value();
+    stream.reset();  // the device finishes what is queued (the sim device waits for it here)
+  }
+  EXPECT_EQ(r.get().bytes, n);
+  EXPECT_EQ(w.get().bytes, n);
+  EXPECT_TRUE(test::same_bytes(dst.download(), data));
+  EXPECT_TRUE(test::same_bytes(test::read_whole(out), data));
 }
 
 bool stream_waits_disabled() {
@@ -225,9 +261,9 @@ TEST_P(Async, StreamTransferLeavesTheHostFunctionThreadFree) {
   Flag other_stream_ran;
   std::atomic<bool> work_started{false};
   std::atomic<bool> work_done{false};
-  const StreamHandle s1 = dev_->create_stream();
-  const StreamHandle s2 = dev_->create_stream();
-  auto fut = run_on_stream(dev_, s1, [&] {
+  const Stream s1(dev_);
+  const Stream s2(dev_);
+  auto fut = run_on_stream(dev_, s1.get(), [&] {
     work_started = true;
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
     while (!other_stream_ran.set.load() && std::chrono::steady_clock::now() < deadline) {
@@ -251,16 +287,14 @@ TEST_P(Async, StreamTransferLeavesTheHostFunctionThreadFree) {
   // Only once the transfer's host function has run (it started the work) may the one on s2 go.
   while (!work_started.load()) std::this_thread::sleep_for(std::chrono::microseconds(100));
   // s2 before s1: the fake libcuda runs work when it is enqueued, so enqueueing on s1 blocks there.
-  dev_->launch_host_func(s2, &Flag::raise, &other_stream_ran);
-  dev_->launch_host_func(s1, &Check::run, &check);
+  dev_->launch_host_func(s2.get(), &Flag::raise, &other_stream_ran);
+  dev_->launch_host_func(s1.get(), &Check::run, &check);
 
   const TransferResult r = fut.get();
   EXPECT_EQ(r.bytes, 1U);
   EXPECT_TRUE(contains(r.reason, "stream held by a device-side wait")) << r.reason;
-  dev_->synchronize(s1);
+  s1.synchronize();
   EXPECT_TRUE(check.saw_done.load()) << "work behind the transfer on its stream ran before the transfer finished";
-  dev_->destroy_stream(s1);
-  dev_->destroy_stream(s2);
 }
 
 // A driver without cuStreamWaitValue32 (FAKE_CUDA_FAIL makes the fake refuse it): the stream is
@@ -276,40 +310,38 @@ TEST_P(Async, WithoutStreamMemoryOperationsAHostFunctionHoldsTheStream) {
   const File f = File::open(path, OpenMode::read);
   DeviceMemory mem(dev_, n);
   std::vector<std::byte> host(n);
-  const StreamHandle s = dev_->create_stream();
+  const Stream s(dev_);
   auto fut = read_on_stream(f, mem.data(), n, 0, s, options());
-  dev_->copy_to_host_async(host.data(), mem.data(), n, s);
-  dev_->synchronize(s);
+  dev_->copy_to_host_async(host.data(), mem.data(), n, s.get());
+  s.synchronize();
   const TransferResult r = fut.get();
   EXPECT_EQ(r.bytes, n);
   EXPECT_TRUE(contains(r.reason, "stream held by a waiting host function")) << r.reason;
   EXPECT_TRUE(contains(r.reason, "cuStreamWaitValue32")) << r.reason;
   EXPECT_TRUE(test::same_bytes(host, data)) << "work behind the transfer ran before its bytes were there";
-  dev_->destroy_stream(s);
 }
 
 // Gates are words reused as soon as they open: far more stream transfers than a page has words,
 // one after another and many at once, all keep their order.
 TEST_P(Async, ManyMoreStreamTransfersThanGateWords) {
   constexpr int per_wave = 2500;  // more than two pages of gate words closed at once
-  const StreamHandle s = dev_->create_stream();
+  const Stream s(dev_);
   for (int wave = 0; wave < 2; ++wave) {  // the second wave reuses the words the first opened
     std::atomic<int> ran{0};
     std::vector<std::future<TransferResult>> futs;
     futs.reserve(per_wave);
     for (int i = 0; i < per_wave; ++i) {
-      futs.push_back(run_on_stream(dev_, s, [&ran, i] {
+      futs.push_back(run_on_stream(dev_, s.get(), [&ran, i] {
         const int before = ran.fetch_add(1);
         return TransferResult{.bytes = static_cast<std::uint64_t>(before == i ? 1 : 0), .reason = "order"};
       }));
     }
-    dev_->synchronize(s);
+    s.synchronize();
     int in_order = 0;
     for (auto& fu : futs) in_order += static_cast<int>(fu.get().bytes);
     EXPECT_EQ(ran.load(), per_wave);
     EXPECT_EQ(in_order, per_wave) << "stream-ordered work on one stream ran out of order";
   }
-  dev_->destroy_stream(s);
 }
 
 TEST_P(Async, ManyStreamsAtOnce) {
@@ -321,11 +353,11 @@ TEST_P(Async, ManyStreamsAtOnce) {
   constexpr int streams = 6;
   constexpr int per_stream = 4;
   constexpr std::uint64_t each = 128 * KiB + 1;
-  std::vector<StreamHandle> s;
+  std::vector<Stream> s;
   std::vector<std::unique_ptr<DeviceMemory>> mem;
   std::vector<std::future<TransferResult>> futs;
   for (int i = 0; i < streams; ++i) {
-    s.push_back(dev_->create_stream());
+    s.emplace_back(dev_);
     mem.push_back(std::make_unique<DeviceMemory>(dev_, per_stream * each));
     for (int k = 0; k < per_stream; ++k) {
       const auto off = static_cast<std::uint64_t>(i * per_stream + k) * each;
@@ -335,11 +367,10 @@ TEST_P(Async, ManyStreamsAtOnce) {
   }
   for (auto& fu : futs) EXPECT_EQ(fu.get().bytes, each);
   for (int i = 0; i < streams; ++i) {
-    dev_->synchronize(s[static_cast<std::size_t>(i)]);
+    s[static_cast<std::size_t>(i)].synchronize();
     const auto off = static_cast<std::size_t>(i * per_stream) * each;
     EXPECT_TRUE(test::same_bytes(mem[static_cast<std::size_t>(i)]->download(),
                                  std::span(data).subspan(off, per_stream * each)));
-    dev_->destroy_stream(s[static_cast<std::size_t>(i)]);
   }
 }
 

@@ -365,17 +365,73 @@ TEST_P(DeviceConformance, DeviceBufferReleasesOnDestruction) {
   // TearDown checks nothing is left.
 }
 
-TEST_P(DeviceConformance, ManyStreamsAndEvents) {
-  std::vector<StreamHandle> streams;
-  std::vector<EventHandle> events;
-  for (int i = 0; i < 32; ++i) {
-    streams.push_back(dev_->create_stream());
-    events.push_back(dev_->create_event());
-    dev_->record_event(events.back(), streams.back());
+// The owners user code holds (Stream, Event, PinnedBuffer, DeviceBuffer) work as the raw calls
+// do and give everything back to their device, moved or not; TearDown checks nothing is left.
+TEST_P(DeviceConformance, OwnersWorkAndReleaseOnDestruction) {
+  const auto src = pattern(64 << 10, 21);
+  {
+    PinnedBuffer staged(dev_, src.size());
+    EXPECT_EQ(dev_->pointer_kind(staged.data()), MemoryKind::pinned_host);
+    ASSERT_EQ(staged.bytes().size(), src.size());
+    std::copy(src.begin(), src.end(), staged.bytes().begin());  // the CPU writes it directly
+    const DeviceBuffer on_device(dev_, src.size());
+    EXPECT_EQ(dev_->pointer_kind(on_device.data()), MemoryKind::device);
+    PinnedBuffer back(dev_, src.size());
+    EXPECT_NE(live(), baseline_) << "the owners allocated nothing the device counts";
+
+    Stream s(dev_);
+    Event e(dev_);
+    EXPECT_TRUE(e.done()) << "an event never recorded counts as complete";
+    dev_->copy_to_device_async(on_device.data(), staged.data(), src.size(), s.get());
+    dev_->copy_to_host_async(back.data(), on_device.data(), src.size(), s.get());
+    e.record(s);
+    e.wait();
+    EXPECT_TRUE(e.done());
+    EXPECT_TRUE(test::same_bytes(back.bytes(), src));
+
+    // Moves hand ownership over and leave the source empty; assigning frees what was there.
+    const Stream moved(std::move(s));
+    EXPECT_FALSE(s);  // NOLINT(bugprone-use-after-move): the moved-from state is specified
+    EXPECT_TRUE(moved);
+    moved.synchronize();
+    Event other(dev_);
+    other = std::move(e);
+    EXPECT_FALSE(e);  // NOLINT(bugprone-use-after-move)
+    other.record(moved.get());
+    other.wait();
+    PinnedBuffer taken(std::move(staged));
+    EXPECT_TRUE(staged.empty());  // NOLINT(bugprone-use-after-move)
+    EXPECT_EQ(staged.bytes().size(), 0U);  // NOLINT(bugprone-use-after-move)
+    back = std::move(taken);
+    EXPECT_TRUE(test::same_bytes(back.bytes(), src));
+    back.reset();
+    EXPECT_TRUE(back.empty());
   }
-  for (EventHandle e : events) dev_->wait_event(e);
-  for (EventHandle e : events) dev_->destroy_event(e);
-  for (StreamHandle s : streams) dev_->destroy_stream(s);
+}
+
+TEST_P(DeviceConformance, OwnersRefuseMisuse) {
+  EXPECT_TRUE(gpu_test::throws_error([] { const DeviceBuffer b(nullptr, 16); }, ErrorDomain::usage, {"device"}));
+  EXPECT_TRUE(gpu_test::throws_error([] { const Stream s(nullptr); }, ErrorDomain::usage, {"device"}));
+  const Stream empty;
+  EXPECT_TRUE(gpu_test::throws_error([&] { empty.synchronize(); }, ErrorDomain::usage, {"empty"}));
+  const Event none;
+  EXPECT_TRUE(gpu_test::throws_error([&] { (void)none.done(); }, ErrorDomain::usage, {"empty"}));
+  // A stream of one device cannot carry another device's event.
+  const auto elsewhere = std::make_shared<detail::SimDevice>(detail::SimModel{25.0, 10.0});
+  const Stream foreign(elsewhere);
+  Event e(dev_);
+  EXPECT_TRUE(gpu_test::throws_error([&] { e.record(foreign); }, ErrorDomain::usage, {"another device"}));
+}
+
+TEST_P(DeviceConformance, ManyStreamsAndEvents) {
+  std::vector<Stream> streams;
+  std::vector<Event> events;
+  for (int i = 0; i < 32; ++i) {
+    streams.emplace_back(dev_);
+    events.emplace_back(dev_);
+    events.back().record(streams.back());
+  }
+  for (const Event& e : events) e.wait();
 }
 
 TEST_P(DeviceConformance, ConcurrentUseFromManyThreads) {

@@ -115,23 +115,19 @@ TransferTarget TransferTarget::from_args(const std::string& device, const std::s
 }
 
 PieceBuffer::PieceBuffer(const TransferTarget& target, std::size_t size)
-    : device_(target.device), host_(std::max<std::size_t>(size, 4096)) {
-  if (device_ && !(target.options.path && *target.options.path == Path::host)) {
-    target_ = static_cast<std::byte*>(device_->alloc(std::max<std::size_t>(size, 4096)));
+    : host_(std::max<std::size_t>(size, 4096)) {
+  if (target.device && !(target.options.path && *target.options.path == Path::host)) {
+    target_ = DeviceBuffer(target.device, std::max<std::size_t>(size, 4096));
   }
 }
 
-PieceBuffer::~PieceBuffer() {
-  if (target_ != nullptr) device_->free(target_);
-}
-
 const std::byte* PieceBuffer::download(std::size_t n) {
-  if (target_ != nullptr && n > 0) device_->copy_to_host(host_.get(), target_, n);
+  if (!target_.empty() && n > 0) target_.device()->copy_to_host(host_.get(), target_.data(), n);
   return host_.get();
 }
 
 void PieceBuffer::upload(std::size_t n) {
-  if (target_ != nullptr && n > 0) device_->copy_to_device(target_, host_.get(), n);
+  if (!target_.empty() && n > 0) target_.device()->copy_to_device(target_.data(), host_.get(), n);
 }
 
 void add_target_options(CLI::App* cmd, std::string& device, std::string& path) {

@@ -73,11 +73,8 @@ struct TransferTarget {
 class PieceBuffer {
  public:
   PieceBuffer(const TransferTarget& target, std::size_t size);
-  PieceBuffer(const PieceBuffer&) = delete;  // owns raw memory: neither copied nor moved
-  PieceBuffer& operator=(const PieceBuffer&) = delete;
-  ~PieceBuffer();
   /// The memory sluice reads into / writes from.
-  [[nodiscard]] void* data() const noexcept { return target_ != nullptr ? target_ : host_.get(); }
+  [[nodiscard]] void* data() const noexcept { return target_.empty() ? host_.get() : target_.data(); }
   /// Host bytes of the first n bytes of data() (copies them back from the GPU if needed).
   const std::byte* download(std::size_t n);
   /// Host memory to fill before upload().
@@ -86,9 +83,8 @@ class PieceBuffer {
   void upload(std::size_t n);
 
  private:
-  std::shared_ptr<Device> device_;
-  HostMapping host_;             // 2 MiB aligned, huge pages where the kernel allows
-  std::byte* target_ = nullptr;  // device memory, or null for host targets
+  HostMapping host_;     // 2 MiB aligned, huge pages where the kernel allows
+  DeviceBuffer target_;  // device memory, or empty for host targets
 };
 
 /// Adds --device and --path to a transfer subcommand.
