@@ -43,9 +43,12 @@ struct DeviceInfo {
 using StreamHandle = void*;
 using EventHandle = void*;
 
+class Device;
 namespace detail {
 class GateSlots;
-}
+/// Records how open_device() chose `d` (what Device::selection() returns); libsluice only.
+void set_selection(Device& d, std::string selection);
+}  // namespace detail
 
 /// A gate later work on a stream can wait behind (Device::wait_gate) while the work it stands
 /// for runs off the stream. Opening it (once, from any thread) lets the stream go on; a gate
@@ -128,9 +131,9 @@ class Device {
 
   /// How open_device() chose this device ("auto: no CUDA GPU (libcuda.so.1 not found), using sim").
   [[nodiscard]] const std::string& selection() const noexcept { return selection_; }
-  void set_selection(std::string s) { selection_ = std::move(s); }
 
  private:
+  friend void detail::set_selection(Device& d, std::string selection);
   std::string selection_;
 };
 

@@ -92,11 +92,6 @@ class IoEngine {
 /// Whether io_uring works here; the reason when it does not (seccomp, kernel, sysctl).
 [[nodiscard]] bool uring_available(std::string* reason = nullptr);
 
-/// Tests may interpose on engine creation (to wrap engines in a FaultyEngine). Each thread's
-/// cached engine is rebuilt after a change. Pass an empty function to restore the default.
-using EngineFactory = std::function<std::unique_ptr<IoEngine>(EngineKind, unsigned)>;
-void set_engine_factory(EngineFactory factory);
-
 /// The calling thread's engine of `kind` and at least `depth` capacity, created on first use.
 IoEngine& thread_engine(EngineKind kind, unsigned depth);
 

@@ -99,10 +99,9 @@ class Stats {
   void count_fallback(Fallback f) noexcept;
   void count_staging_wait() noexcept;
   [[nodiscard]] StatsSnapshot snapshot() const;
-  /// Zeroes every counter; only while no transfer runs (tests).
-  void reset() noexcept;
 
  private:
+  friend void reset_stats(Stats& s) noexcept;  // a test hook: sluice/testing/stats.hpp
   std::unique_ptr<detail::SharedStats> local_;
   detail::SharedStats* shared_ = nullptr;  ///< the published segment (process-wide counters only)
   friend Stats& stats() noexcept;

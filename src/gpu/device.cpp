@@ -36,12 +36,14 @@ void Device::copy_to_host(void* dst, const void* src, std::size_t bytes) {
   synchronize(nullptr);
 }
 
+void detail::set_selection(Device& d, std::string selection) { d.selection_ = std::move(selection); }
+
 namespace {
 
 std::shared_ptr<Device> make_sim(std::string selection) {
   auto cfg = config();
   auto dev = std::make_shared<detail::SimDevice>(detail::SimModel{cfg->sim_h2d_gbps, cfg->sim_latency_us});
-  dev->set_selection(std::move(selection));
+  detail::set_selection(*dev, std::move(selection));
   return dev;
 }
 
@@ -57,7 +59,7 @@ std::shared_ptr<Device> open_cuda(const DeviceSetting& setting, const std::strin
                             detail::cuda_device_count()));
   }
   auto dev = detail::make_cuda_device(ordinal);
-  dev->set_selection(fmt::format("{} requested", spec));
+  detail::set_selection(*dev, fmt::format("{} requested", spec));
   return dev;
 }
 
@@ -68,7 +70,7 @@ std::shared_ptr<Device> open_uncached(const DeviceSetting& setting, const std::s
       std::string why;
       if (detail::cuda_available(&why)) {
         auto dev = detail::make_cuda_device(0);
-        dev->set_selection("auto: first CUDA GPU");
+        detail::set_selection(*dev, "auto: first CUDA GPU");
         return dev;
       }
       return make_sim(fmt::format("auto: no CUDA GPU ({}), using the simulated device", why));

@@ -8,9 +8,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "sluice/bench_cluster.hpp"
-#include "sluice/cluster.hpp"
 #include "sluice/error.hpp"
+#include "sluice/tools/bench_cluster.hpp"
+#include "sluice/tools/cluster.hpp"
 #include "support/test_util.hpp"
 
 namespace sluice {

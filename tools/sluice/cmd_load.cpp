@@ -13,10 +13,10 @@
 
 #include "cli_util.hpp"
 #include "commands.hpp"
-#include "sluice/cluster.hpp"
 #include "sluice/load.hpp"
+#include "sluice/tools/cluster.hpp"
 #ifdef SLUICE_WITH_MPI
-#include "sluice/mpi.hpp"
+#include "sluice/tools/mpi.hpp"
 #endif
 #include "sluice/units.hpp"
 

@@ -14,7 +14,7 @@
 #include <string_view>
 #include <vector>
 
-#include "sluice/bench.hpp"
+#include "sluice/tools/bench.hpp"
 
 namespace sluice::doctor {
 

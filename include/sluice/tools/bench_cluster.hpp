@@ -12,8 +12,8 @@
 #include <string_view>
 #include <vector>
 
-#include "sluice/bench.hpp"
-#include "sluice/cluster.hpp"
+#include "sluice/tools/bench.hpp"
+#include "sluice/tools/cluster.hpp"
 
 namespace sluice::bench {
 

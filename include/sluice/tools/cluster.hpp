@@ -2,8 +2,8 @@
 // rank and world size come from the launcher's environment (mpirun, srun, torchrun...), so a
 // command splits its work without flags; a Communicator carries the few collective operations
 // `sluice bench` and `sluice load` need (barrier, gather to rank 0, broadcast). libsluice never
-// links MPI: the MPI communicator lives in sluice_mpi (include/sluice/mpi.hpp), which only the
-// CLI links, and a job of one process uses the single-process communicator. docs/mpi.md.
+// links MPI: the MPI communicator is libsluice_tools' (sluice/tools/mpi.hpp), and a job of one
+// process uses the single-process communicator. docs/mpi.md.
 #pragma once
 
 #include <cstdint>
