@@ -15,6 +15,7 @@
 #include <string_view>
 
 #include "sluice/config.hpp"
+#include "sluice/export.hpp"
 
 namespace sluice {
 
@@ -24,12 +25,12 @@ enum class MemoryKind : std::uint8_t {
   pageable_host,  ///< ordinary host memory the device does not know
 };
 
-[[nodiscard]] std::string_view to_string(MemoryKind k) noexcept;
+[[nodiscard]] SLUICE_API std::string_view to_string(MemoryKind k) noexcept;
 
 /// What a device is (an opened one: the setting's "auto" has resolved to one of these).
 enum class DeviceKind : std::uint8_t { sim, cuda };
 
-[[nodiscard]] std::string_view to_string(DeviceKind k) noexcept;
+[[nodiscard]] SLUICE_API std::string_view to_string(DeviceKind k) noexcept;
 
 struct DeviceInfo {
   DeviceKind kind = DeviceKind::sim;
@@ -53,7 +54,7 @@ void set_selection(Device& d, std::string selection);
 /// A gate later work on a stream can wait behind (Device::wait_gate) while the work it stands
 /// for runs off the stream. Opening it (once, from any thread) lets the stream go on; a gate
 /// destroyed closed opens itself, so a stream never waits on a gate nobody holds. Move-only.
-class StreamGate {
+class SLUICE_API StreamGate {
  public:
   StreamGate() = default;
   StreamGate(std::shared_ptr<detail::GateSlots> slots, std::uint32_t index, std::uint32_t target) noexcept;
@@ -76,7 +77,7 @@ class StreamGate {
   std::uint32_t target_ = 0;
 };
 
-class Device {
+class SLUICE_API Device {
  public:
   virtual ~Device() = default;
   [[nodiscard]] virtual const DeviceInfo& info() const noexcept = 0;
@@ -141,13 +142,13 @@ class Device {
 /// why in selection()), sim, cuda or cuda:N. Devices are cached per setting, so every
 /// caller in the process shares one context per GPU. Throws an Error with the reason when
 /// cuda:N cannot be opened, and a usage Error for an ordinal on a kind other than cuda.
-[[nodiscard]] std::shared_ptr<Device> open_device(const DeviceSetting& setting);
+[[nodiscard]] SLUICE_API std::shared_ptr<Device> open_device(const DeviceSetting& setting);
 /// The same from text ("auto", "sim", "cuda", "cuda:N"): the edge for CLI flags and tools.
 /// Throws a usage Error for any other text.
-[[nodiscard]] std::shared_ptr<Device> open_device(std::string_view spec);
+[[nodiscard]] SLUICE_API std::shared_ptr<Device> open_device(std::string_view spec);
 
 /// RAII for device and pinned allocations.
-class DeviceBuffer {
+class SLUICE_API DeviceBuffer {
  public:
   DeviceBuffer() = default;
   DeviceBuffer(std::shared_ptr<Device> dev, std::size_t bytes);

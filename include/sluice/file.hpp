@@ -10,6 +10,8 @@
 #include <string>
 #include <string_view>
 
+#include "sluice/export.hpp"
+
 namespace sluice {
 
 enum class OpenMode : std::uint8_t { read, write, read_write };
@@ -21,7 +23,7 @@ struct OpenOptions {
   unsigned permissions = 0644;
 };
 
-class File {
+class SLUICE_API File {
  public:
   /// Opens `path`. Throws an Error naming the file on failure, for a directory, or for a file
   /// that is neither a regular file nor a block device.
@@ -87,6 +89,6 @@ class File {
 };
 
 /// Filesystem type name for a statfs f_type magic.
-[[nodiscard]] std::string fs_type_name(long magic);
+[[nodiscard]] SLUICE_API std::string fs_type_name(long magic);
 
 }  // namespace sluice

@@ -14,6 +14,8 @@
 #include <optional>
 #include <vector>
 
+#include "sluice/export.hpp"
+
 namespace sluice {
 
 struct PoolMemory {
@@ -22,9 +24,9 @@ struct PoolMemory {
 };
 
 /// Page-aligned anonymous memory (mmap), the default for host staging.
-[[nodiscard]] PoolMemory host_pool_memory();
+[[nodiscard]] SLUICE_API PoolMemory host_pool_memory();
 
-class StagingPool {
+class SLUICE_API StagingPool {
  public:
   struct Lease {
     std::byte* data = nullptr;
@@ -74,6 +76,6 @@ class StagingPool {
 
 /// The process-wide host staging pool: `staging_buffers` buffers of `io_size`, from the
 /// configuration at first use.
-StagingPool& host_staging_pool();
+SLUICE_API StagingPool& host_staging_pool();
 
 }  // namespace sluice

@@ -14,6 +14,7 @@
 
 #include "sluice/config.hpp"
 #include "sluice/device.hpp"
+#include "sluice/export.hpp"
 #include "sluice/file.hpp"
 #include "sluice/io_engine.hpp"
 #include "sluice/path.hpp"
@@ -50,40 +51,44 @@ struct TransferOptions {
 /// Reads up to `size` bytes at `offset` into `buf`. Returns fewer bytes only at the end of the
 /// file. Throws an Error naming the file and range on failure, including a file truncated
 /// while being read; on error the contents of `buf` are unspecified.
-TransferResult read(const File& file, void* buf, std::uint64_t size, std::uint64_t offset,
-                    const TransferOptions& options = {});
+SLUICE_API TransferResult read(const File& file, void* buf, std::uint64_t size,
+                               std::uint64_t offset, const TransferOptions& options = {});
 
 /// Writes `size` bytes from `buf` at `offset`, extending the file as needed.
-TransferResult write(const File& file, const void* buf, std::uint64_t size,
-                     std::uint64_t offset, const TransferOptions& options = {});
+SLUICE_API TransferResult write(const File& file, const void* buf, std::uint64_t size,
+                                std::uint64_t offset, const TransferOptions& options = {});
 
 /// Asynchronous forms. A transfer of host memory that is one O_DIRECT request (aligned as the
 /// file needs, at most `io_size`, io_uring, no sync) goes to the async I/O thread, which keeps
 /// every such request of the process in one ring; any other runs on the process thread pool.
 /// `file` and the buffer must stay valid until the future is ready. Errors arrive through the
 /// future.
-std::future<TransferResult> read_async(const File& file, void* buf, std::uint64_t size,
-                                       std::uint64_t offset, TransferOptions options = {});
-std::future<TransferResult> write_async(const File& file, const void* buf, std::uint64_t size,
-                                        std::uint64_t offset, TransferOptions options = {});
+SLUICE_API std::future<TransferResult> read_async(const File& file, void* buf, std::uint64_t size,
+                                                  std::uint64_t offset,
+                                                  TransferOptions options = {});
+SLUICE_API std::future<TransferResult> write_async(const File& file, const void* buf,
+                                                   std::uint64_t size, std::uint64_t offset,
+                                                   TransferOptions options = {});
 
 /// Stream-ordered forms: the transfer starts when the work already on `stream` (of
 /// options.device, required) has finished, and later work on `stream` waits for it, as with
 /// cuFileReadAsync. The future is ready when the transfer is done.
-std::future<TransferResult> read_on_stream(const File& file, void* buf, std::uint64_t size,
-                                           std::uint64_t offset, StreamHandle stream,
-                                           TransferOptions options);
-std::future<TransferResult> write_on_stream(const File& file, const void* buf, std::uint64_t size,
-                                            std::uint64_t offset, StreamHandle stream,
-                                            TransferOptions options);
+SLUICE_API std::future<TransferResult> read_on_stream(const File& file, void* buf,
+                                                      std::uint64_t size, std::uint64_t offset,
+                                                      StreamHandle stream, TransferOptions options);
+SLUICE_API std::future<TransferResult> write_on_stream(const File& file, const void* buf,
+                                                       std::uint64_t size, std::uint64_t offset,
+                                                       StreamHandle stream,
+                                                       TransferOptions options);
 
 /// The building block of the stream-ordered forms, for callers whose arguments are only known
 /// when the stream reaches the call (cuFileReadAsync reads its size and offsets then): `work`
 /// starts on the thread pool once the work already on `stream` has finished, and later work on
 /// `stream` waits until it has returned or thrown. `work` may use the device; the stream waits
 /// without holding a CUDA host-function thread. The future carries its result or exception.
-std::future<TransferResult> run_on_stream(const std::shared_ptr<Device>& device, StreamHandle stream,
-                                          std::function<TransferResult()> work);
+SLUICE_API std::future<TransferResult> run_on_stream(const std::shared_ptr<Device>& device,
+                                                     StreamHandle stream,
+                                                     std::function<TransferResult()> work);
 
 /// One entry of a batch: many (file, offset, size, buffer) transfers submitted at once.
 struct BatchEntry {
@@ -97,8 +102,8 @@ struct BatchEntry {
 /// Submits every entry at once; each completes on its own (one future per entry, in order).
 /// Entries run concurrently, each through its own path choice, as read_async/write_async run
 /// them; those for the async I/O thread are handed over together.
-std::vector<std::future<TransferResult>> submit_batch(std::span<const BatchEntry> entries,
-                                                      const TransferOptions& options = {});
+SLUICE_API std::vector<std::future<TransferResult>> submit_batch(
+    std::span<const BatchEntry> entries, const TransferOptions& options = {});
 
 /// Which path a transfer with these arguments would take, and why, without moving a byte.
 /// Throws the Error a strict request that cannot be honoured would throw.
@@ -106,7 +111,7 @@ struct PathChoice {
   Path path = Path::host;
   std::string reason;
 };
-PathChoice choose_path(const File& file, const void* buf, std::uint64_t size,
-                       std::uint64_t offset, const TransferOptions& options = {});
+SLUICE_API PathChoice choose_path(const File& file, const void* buf, std::uint64_t size,
+                                  std::uint64_t offset, const TransferOptions& options = {});
 
 }  // namespace sluice

@@ -6,6 +6,8 @@
 #include <string>
 #include <string_view>
 
+#include "sluice/export.hpp"
+
 namespace sluice {
 
 inline constexpr std::uint64_t KiB = 1024;
@@ -14,10 +16,10 @@ inline constexpr std::uint64_t GiB = 1024 * MiB;
 
 /// Parses "4096", "4k", "4K", "4KiB", "1m", "2G", "1T" (binary units; "KB"/"MB" are binary too,
 /// as in fio and gdsio). Returns nullopt on anything else, including overflow.
-[[nodiscard]] std::optional<std::uint64_t> parse_size(std::string_view text);
+[[nodiscard]] SLUICE_API std::optional<std::uint64_t> parse_size(std::string_view text);
 
 /// "1.5 GiB", "512 B": for messages and tables.
-[[nodiscard]] std::string format_size(std::uint64_t bytes);
+[[nodiscard]] SLUICE_API std::string format_size(std::uint64_t bytes);
 
 [[nodiscard]] constexpr std::uint64_t round_down(std::uint64_t v, std::uint64_t align) {
   return v - v % align;
