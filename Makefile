@@ -87,7 +87,7 @@ tidy: build
 # What cmake/SluiceInstall.cmake and capi/ install; the installed sluice finds its libraries
 # through an $ORIGIN-relative RUNPATH, and ldconfig runs after a root install into a folder the
 # loader searches (docs/build.md). uninstall removes what the last install into PREFIX put down.
-INSTALL_TARGETS := sluice_cli sluice_cufile
+INSTALL_TARGETS := sluice_cli sluice sluice_tools sluice_cufile
 install: configure
 	cmake --build $(BUILD)/release -j $(JOBS) --target $(INSTALL_TARGETS)
 	cmake --install $(BUILD)/release --prefix $(PREFIX)

@@ -6,7 +6,8 @@
 #   bench/gpu-kit.sh [KIT]        (default build/gpu-kit)
 #
 #   KIT/bin/      sluice, sluice_gpu_bench, sluice_load_bench, read_to_gpu_dropin
-#   KIT/lib/      libsluice.so.0, libsluice_cufile.so.0, sluice/libcufile.so.0 (the drop-in)
+#   KIT/lib/      libsluice.so.0, libsluice_tools.so.0, libsluice_cufile.so.0,
+#                 sluice/libcufile.so.0 (the drop-in)
 #   KIT/include/  sluice/cufile.h
 #   KIT/tests/    test_real_gpu (the gpu-labelled tests)
 #

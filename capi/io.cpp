@@ -16,8 +16,8 @@
 #include "exports.hpp"
 #include "log.hpp"
 #include "sluice/config.hpp"
-#include "sluice/cufile_errors.hpp"
 #include "sluice/error.hpp"
+#include "sluice/internal/cufile_errors.hpp"
 #include "sluice/transfer.hpp"
 #include "state.hpp"
 

@@ -20,10 +20,10 @@
 #include <string>
 
 #include "cufile.h"
-#include "sluice/cufile_errors.hpp"
 #include "sluice/device.hpp"
 #include "sluice/error.hpp"
 #include "sluice/file.hpp"
+#include "sluice/internal/cufile_errors.hpp"
 #include "sluice/path.hpp"
 
 namespace sluice::capi {
@@ -138,7 +138,8 @@ inline CUfileError_t status(CUfileOpError e, CUresult cu = CUresult{}) {
   return {e, cu};
 }
 inline constexpr CUfileError_t kSuccess{CU_FILE_SUCCESS, CUresult{}};
-/// The status a control call returns for `e`: libsluice's one mapping (sluice/cufile_errors.hpp).
+/// The status a control call returns for `e`: libsluice's one mapping
+/// (sluice/internal/cufile_errors.hpp).
 inline CUfileError_t status(const Error& e) {
   const CuFileStatus st = to_cufile_status(e);
   return {static_cast<CUfileOpError>(st.err), static_cast<CUresult>(st.cu_err)};

@@ -1,6 +1,8 @@
-# Installation: headers, libsluice, the sluice CLI, the CMake package and the pkg-config file
-# (libsluice_cufile and its drop-in link are installed by capi/CMakeLists.txt). docs/build.md says
-# what goes where.
+# Installation: headers, libsluice, libsluice_tools, the sluice CLI, the CMake package and the
+# pkg-config files (libsluice_cufile and its drop-in link are installed by capi/CMakeLists.txt).
+# docs/build.md says what goes where. Headers: include/sluice/ (libsluice's API), its tools/
+# (libsluice_tools) and testing/ (test hooks, exported but unstable); not internal/, the
+# interfaces between Sluice's own libraries, which only this source tree builds against.
 #
 # An installed program finds the libraries installed beside it for any prefix, and after the
 # prefix is moved: its RUNPATH is relative to its own folder ($ORIGIN/../lib), never a build-tree
@@ -19,13 +21,17 @@ function(sluice_origin_rpath target from_dir)
   set_target_properties(${target} PROPERTIES INSTALL_RPATH "$ORIGIN/${rel}")
 endfunction()
 
-install(DIRECTORY include/sluice DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(DIRECTORY include/sluice DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
+        PATTERN internal EXCLUDE)
 install(FILES ${PROJECT_BINARY_DIR}/generated/sluice/version.hpp
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/sluice)
-install(TARGETS sluice EXPORT sluiceTargets
+install(TARGETS sluice sluice_tools EXPORT sluiceTargets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+# libsluice_tools finds libsluice beside it also for a program that links only libsluice_tools
+# (a RUNPATH applies to its own object's dependencies, not to those of the libraries it loads).
+set_target_properties(sluice_tools PROPERTIES INSTALL_RPATH "$ORIGIN")
 sluice_origin_rpath(sluice_cli ${CMAKE_INSTALL_BINDIR})
 install(TARGETS sluice_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(EXPORT sluiceTargets NAMESPACE sluice:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/sluice)
@@ -47,7 +53,9 @@ else()
   set(SLUICE_PC_PREFIX "\${pcfiledir}/${_pc_up}")
 endif()
 configure_file(cmake/sluice.pc.in ${PROJECT_BINARY_DIR}/sluice.pc @ONLY)
-install(FILES ${PROJECT_BINARY_DIR}/sluice.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+configure_file(cmake/sluice-tools.pc.in ${PROJECT_BINARY_DIR}/sluice-tools.pc @ONLY)
+install(FILES ${PROJECT_BINARY_DIR}/sluice.pc ${PROJECT_BINARY_DIR}/sluice-tools.pc
+        DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
 
 # Last install steps (CMP0082 keeps install rules in declaration order): the manifest that
 # uninstall reads, then ldconfig.

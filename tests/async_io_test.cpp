@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "sluice/error.hpp"
-#include "sluice/faulty_engine.hpp"
 #include "sluice/file.hpp"
+#include "sluice/testing/faulty_engine.hpp"
 #include "sluice/transfer.hpp"
 #include "sluice/units.hpp"
 #include "support/residency_util.hpp"

@@ -14,10 +14,10 @@
 #include <fmt/format.h>
 
 #include "sluice/config.hpp"
-#include "sluice/faulty_engine.hpp"
 #include "sluice/file.hpp"
 #include "sluice/staging_pool.hpp"
 #include "sluice/stats.hpp"
+#include "sluice/testing/faulty_engine.hpp"
 #include "sluice/transfer.hpp"
 #include "sluice/units.hpp"
 #include "support/test_util.hpp"

@@ -11,9 +11,9 @@
 #include <map>
 #include <thread>
 
-#include "sluice/error.hpp"
 #include "io/uring_engine.hpp"
-#include "sluice/faulty_engine.hpp"
+#include "sluice/error.hpp"
+#include "sluice/testing/faulty_engine.hpp"
 #include "support/test_util.hpp"
 
 namespace sluice {

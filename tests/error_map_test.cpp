@@ -1,4 +1,4 @@
-// The one error mapper (sluice/cufile_errors.hpp, Error::errno_value): every cuFile code, every
+// The one error mapper (sluice/internal/cufile_errors.hpp, Error::errno_value): every cuFile code, every
 // CUDA result Sluice names and the errno values it gives a meaning, in both directions.
 //
 // The expected values are written here from NVIDIA's cufile.h / cuda.h and Linux's errno list
@@ -8,8 +8,8 @@
 #include <cerrno>
 #include <set>
 
-#include "sluice/cufile_errors.hpp"
 #include "sluice/error.hpp"
+#include "sluice/internal/cufile_errors.hpp"
 
 namespace sluice {
 namespace {

@@ -13,9 +13,9 @@
 #include <fmt/format.h>
 
 #include "sluice/error.hpp"
-#include "sluice/faulty_engine.hpp"
 #include "sluice/file.hpp"
 #include "sluice/stats.hpp"
+#include "sluice/testing/faulty_engine.hpp"
 #include "sluice/transfer.hpp"
 #include "sluice/units.hpp"
 #include "support/test_util.hpp"

@@ -16,7 +16,7 @@
 #include <thread>
 #include <vector>
 
-#include "sluice/faulty_engine.hpp"
+#include "sluice/testing/faulty_engine.hpp"
 #include "sluice/file.hpp"
 #include "sluice/thread_pool.hpp"
 #include "sluice/transfer.hpp"

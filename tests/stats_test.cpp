@@ -3,8 +3,9 @@
 #include <gtest/gtest.h>
 
 #include "sluice/error.hpp"
-#include "sluice/faulty_engine.hpp"
 #include "sluice/file.hpp"
+#include "sluice/testing/faulty_engine.hpp"
+#include "sluice/testing/stats.hpp"
 #include "sluice/transfer.hpp"
 #include "sluice/units.hpp"
 #include "support/test_util.hpp"
@@ -33,7 +34,7 @@ TEST(Stats, RecordSnapshotReset) {
   EXPECT_EQ(snap.at(Path::direct, Direction::read).ops, 0U);
   EXPECT_EQ(snap.staging_waits, 1U);
 
-  s.reset();
+  reset_stats(s);
   const StatsSnapshot zero = s.snapshot();
   for (const Path p : {Path::host, Path::bounce, Path::posix, Path::direct}) {
     for (const Direction d : {Direction::read, Direction::write}) {
@@ -58,7 +59,7 @@ TEST(Stats, LatencyHistogramPerPathAndDirection) {
   EXPECT_NEAR(static_cast<double>(h.value_at_percentile(100)), 1e6, 1e6 * 0.01);
   EXPECT_EQ(snap.latency_of(Path::direct, Direction::write).count(), 1U);
   EXPECT_EQ(snap.latency_of(Path::bounce, Direction::write).count(), 0U);
-  s.reset();
+  reset_stats(s);
   EXPECT_EQ(s.snapshot().latency_of(Path::bounce, Direction::read).count(), 0U);
 }
 
@@ -95,7 +96,7 @@ TEST(Stats, KeysBeyondTheSlotsAreCountedAsOther) {
   ASSERT_EQ(snap.filesystems.size(), 1U);
   EXPECT_EQ(snap.filesystems[0].key, std::string(31, 'x'));  // cut to 31 bytes
   EXPECT_EQ(snap.filesystems[0].dirs[0].ops, 12U);
-  s.reset();
+  reset_stats(s);
   EXPECT_TRUE(s.snapshot().devices.empty());
 }
 

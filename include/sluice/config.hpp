@@ -11,13 +11,14 @@
 #include <string_view>
 #include <vector>
 
+#include "sluice/export.hpp"
 #include "sluice/path.hpp"
 
 namespace sluice {
 
 enum class ConfigSource : std::uint8_t { default_value, file, env, api };
 
-[[nodiscard]] std::string_view to_string(ConfigSource source) noexcept;
+[[nodiscard]] SLUICE_API std::string_view to_string(ConfigSource source) noexcept;
 
 // The typed settings. Each enum has one to_string (the spelling the environment, the JSON file,
 // `sluice check` and the reports use) and one parse_* (nullopt for any other text); the edges
@@ -44,20 +45,22 @@ struct DeviceSetting {
   bool operator==(const DeviceSetting&) const = default;
 };
 
-[[nodiscard]] std::string_view to_string(EngineSetting v) noexcept;
-[[nodiscard]] std::string_view to_string(PathSetting v) noexcept;
-[[nodiscard]] std::string_view to_string(DeviceChoice v) noexcept;
-[[nodiscard]] std::string_view to_string(CachePolicy v) noexcept;
-[[nodiscard]] std::string_view to_string(LogLevel v) noexcept;
+[[nodiscard]] SLUICE_API std::string_view to_string(EngineSetting v) noexcept;
+[[nodiscard]] SLUICE_API std::string_view to_string(PathSetting v) noexcept;
+[[nodiscard]] SLUICE_API std::string_view to_string(DeviceChoice v) noexcept;
+[[nodiscard]] SLUICE_API std::string_view to_string(CachePolicy v) noexcept;
+[[nodiscard]] SLUICE_API std::string_view to_string(LogLevel v) noexcept;
 /// "auto", "sim", "cuda" or "cuda:N".
-[[nodiscard]] std::string to_string(const DeviceSetting& v);
+[[nodiscard]] SLUICE_API std::string to_string(const DeviceSetting& v);
 
-[[nodiscard]] std::optional<EngineSetting> parse_engine_setting(std::string_view s) noexcept;
-[[nodiscard]] std::optional<PathSetting> parse_path_setting(std::string_view s) noexcept;
-[[nodiscard]] std::optional<CachePolicy> parse_cache_policy(std::string_view s) noexcept;
-[[nodiscard]] std::optional<LogLevel> parse_log_level(std::string_view s) noexcept;
+[[nodiscard]] SLUICE_API std::optional<EngineSetting> parse_engine_setting(
+    std::string_view s) noexcept;
+[[nodiscard]] SLUICE_API std::optional<PathSetting> parse_path_setting(std::string_view s) noexcept;
+[[nodiscard]] SLUICE_API std::optional<CachePolicy> parse_cache_policy(std::string_view s) noexcept;
+[[nodiscard]] SLUICE_API std::optional<LogLevel> parse_log_level(std::string_view s) noexcept;
 /// Ordinals up to 1023.
-[[nodiscard]] std::optional<DeviceSetting> parse_device_setting(std::string_view s) noexcept;
+[[nodiscard]] SLUICE_API std::optional<DeviceSetting> parse_device_setting(
+    std::string_view s) noexcept;
 
 /// The path a PathSetting forces; nullopt for automatic.
 [[nodiscard]] constexpr std::optional<Path> forced_path(PathSetting v) noexcept {
@@ -71,7 +74,7 @@ struct DeviceSetting {
   return std::nullopt;
 }
 
-struct Config {
+struct SLUICE_API Config {
   EngineSetting engine = EngineSetting::automatic;  ///< I/O engine
   unsigned threads = 0;               ///< workers per large request; 0 = min(4, cores)
   unsigned queue_depth = 16;          ///< I/Os in flight per worker
@@ -126,9 +129,9 @@ struct Config {
 };
 
 /// The process-wide configuration, loaded with Config::load() on first use.
-[[nodiscard]] std::shared_ptr<const Config> config();
+[[nodiscard]] SLUICE_API std::shared_ptr<const Config> config();
 /// Replaces the process-wide configuration (the API layer). Transfers already running keep the
 /// configuration they started with.
-void set_config(Config cfg);
+SLUICE_API void set_config(Config cfg);
 
 }  // namespace sluice

@@ -20,6 +20,7 @@
 #include <utility>
 
 #include "sluice/config.hpp"
+#include "sluice/export.hpp"
 
 namespace sluice {
 
@@ -29,16 +30,17 @@ enum class MemoryKind : std::uint8_t {
   pageable_host,  ///< ordinary host memory the device does not know
 };
 
-[[nodiscard]] std::string_view to_string(MemoryKind k) noexcept;
+[[nodiscard]] SLUICE_API std::string_view to_string(MemoryKind k) noexcept;
 /// A memory kind as every command's --memory spells it: device (or gpu), pinned (pinned-host,
 /// pinned_host), pageable (host, pageable-host, pageable_host); to_string's spellings too ("pinned
 /// host"), so printed kinds read back. nullopt for anything else.
-[[nodiscard]] std::optional<MemoryKind> parse_memory_kind(std::string_view text) noexcept;
+[[nodiscard]] SLUICE_API std::optional<MemoryKind> parse_memory_kind(
+    std::string_view text) noexcept;
 
 /// What a device is (an opened one: the setting's "auto" has resolved to one of these).
 enum class DeviceKind : std::uint8_t { sim, cuda };
 
-[[nodiscard]] std::string_view to_string(DeviceKind k) noexcept;
+[[nodiscard]] SLUICE_API std::string_view to_string(DeviceKind k) noexcept;
 
 struct DeviceInfo {
   DeviceKind kind = DeviceKind::sim;
@@ -52,14 +54,17 @@ struct DeviceInfo {
 using StreamHandle = void*;
 using EventHandle = void*;
 
+class Device;
 namespace detail {
 class GateSlots;
-}
+/// Records how open_device() chose `d` (what Device::selection() returns); libsluice only.
+void set_selection(Device& d, std::string selection);
+}  // namespace detail
 
 /// A gate later work on a stream can wait behind (Device::wait_gate) while the work it stands
 /// for runs off the stream. Opening it (once, from any thread) lets the stream go on; a gate
 /// destroyed closed opens itself, so a stream never waits on a gate nobody holds. Move-only.
-class StreamGate {
+class SLUICE_API StreamGate {
  public:
   StreamGate() = default;
   StreamGate(std::shared_ptr<detail::GateSlots> slots, std::uint32_t index, std::uint32_t target) noexcept;
@@ -82,7 +87,7 @@ class StreamGate {
   std::uint32_t target_ = 0;
 };
 
-class Device {
+class SLUICE_API Device {
  public:
   virtual ~Device() = default;
   [[nodiscard]] virtual const DeviceInfo& info() const noexcept = 0;
@@ -137,9 +142,9 @@ class Device {
 
   /// How open_device() chose this device ("auto: no CUDA GPU (libcuda.so.1 not found), using sim").
   [[nodiscard]] const std::string& selection() const noexcept { return selection_; }
-  void set_selection(std::string s) { selection_ = std::move(s); }
 
  private:
+  friend void detail::set_selection(Device& d, std::string selection);
   std::string selection_;
 };
 
@@ -147,10 +152,10 @@ class Device {
 /// why in selection()), sim, cuda or cuda:N. Devices are cached per setting, so every
 /// caller in the process shares one context per GPU. Throws an Error with the reason when
 /// cuda:N cannot be opened, and a usage Error for an ordinal on a kind other than cuda.
-[[nodiscard]] std::shared_ptr<Device> open_device(const DeviceSetting& setting);
+[[nodiscard]] SLUICE_API std::shared_ptr<Device> open_device(const DeviceSetting& setting);
 /// The same from text ("auto", "sim", "cuda", "cuda:N"): the edge for CLI flags and tools.
 /// Throws a usage Error for any other text.
-[[nodiscard]] std::shared_ptr<Device> open_device(std::string_view spec);
+[[nodiscard]] SLUICE_API std::shared_ptr<Device> open_device(std::string_view spec);
 
 // --- What user code holds: RAII owners of streams, events and memory -------------------------
 //
@@ -162,7 +167,7 @@ class Device {
 /// A stream of a device (non-blocking, like every stream Device::create_stream makes). Work
 /// queued on it when it is destroyed still runs: CUDA's cuStreamDestroy returns at once and the
 /// device finishes it; the sim device waits for it.
-class Stream {
+class SLUICE_API Stream {
  public:
   Stream() = default;
   /// Creates a stream on `device` (not null). Throws an Error when the device cannot.
@@ -192,7 +197,7 @@ class Stream {
 };
 
 /// An event of a device: record() it on a stream, then ask done() or wait().
-class Event {
+class SLUICE_API Event {
  public:
   Event() = default;
   /// Creates an event on `device` (not null). Throws an Error when the device cannot.
@@ -225,7 +230,9 @@ class Event {
 namespace detail {
 
 /// What DeviceBuffer and PinnedBuffer share: one allocation of a device, freed through the same
-/// device when the owner goes.
+/// device when the owner goes. Inline but for the allocating constructor, which only the
+/// library's DeviceBuffer and PinnedBuffer constructors call: nothing of namespace detail is
+/// exported (docs/architecture.md, "Libraries"), and freeing goes through Device's vtable.
 class DeviceAllocation {
  public:
   DeviceAllocation(const DeviceAllocation&) = delete;
@@ -242,14 +249,38 @@ class DeviceAllocation {
   }
   [[nodiscard]] const std::shared_ptr<Device>& device() const noexcept { return device_; }
   /// Frees the memory now (a no-op when empty).
-  void reset() noexcept;
+  void reset() noexcept {
+    if (ptr_ != nullptr) {
+      if (kind_ == Kind::device) {
+        device_->free(ptr_);
+      } else {
+        device_->free_pinned(ptr_);
+      }
+    }
+    ptr_ = nullptr;
+    size_ = 0;
+    device_.reset();
+  }
 
  protected:
   enum class Kind : std::uint8_t { device, pinned };
   DeviceAllocation() = default;
   DeviceAllocation(std::shared_ptr<Device> device, std::size_t bytes, Kind kind);
-  DeviceAllocation(DeviceAllocation&& o) noexcept;
-  DeviceAllocation& operator=(DeviceAllocation&& o) noexcept;
+  DeviceAllocation(DeviceAllocation&& o) noexcept
+      : device_(std::move(o.device_)),
+        ptr_(std::exchange(o.ptr_, nullptr)),
+        size_(std::exchange(o.size_, 0)),
+        kind_(o.kind_) {}
+  DeviceAllocation& operator=(DeviceAllocation&& o) noexcept {
+    if (this != &o) {
+      reset();
+      device_ = std::move(o.device_);
+      ptr_ = std::exchange(o.ptr_, nullptr);
+      size_ = std::exchange(o.size_, 0);
+      kind_ = o.kind_;
+    }
+    return *this;
+  }
 
  private:
   std::shared_ptr<Device> device_;
@@ -261,22 +292,20 @@ class DeviceAllocation {
 }  // namespace detail
 
 /// Device memory (Device::alloc: cuMemAlloc, or the sim device's heap), freed when destroyed.
-class DeviceBuffer : public detail::DeviceAllocation {
+class SLUICE_API DeviceBuffer : public detail::DeviceAllocation {
  public:
   DeviceBuffer() = default;
   /// Allocates `bytes` on `device` (not null). Throws an Error (domain cuda on CUDA) on failure.
-  DeviceBuffer(std::shared_ptr<Device> device, std::size_t bytes)
-      : DeviceAllocation(std::move(device), bytes, Kind::device) {}
+  DeviceBuffer(std::shared_ptr<Device> device, std::size_t bytes);
 };
 
 /// Page-locked host memory of a device (Device::alloc_pinned: cuMemHostAlloc), the source or
 /// target of asynchronous copies; the host may read and write it. Freed when destroyed.
-class PinnedBuffer : public detail::DeviceAllocation {
+class SLUICE_API PinnedBuffer : public detail::DeviceAllocation {
  public:
   PinnedBuffer() = default;
   /// Allocates `bytes` of pinned memory with `device` (not null). Throws an Error on failure.
-  PinnedBuffer(std::shared_ptr<Device> device, std::size_t bytes)
-      : DeviceAllocation(std::move(device), bytes, Kind::pinned) {}
+  PinnedBuffer(std::shared_ptr<Device> device, std::size_t bytes);
 };
 
 }  // namespace sluice

@@ -7,6 +7,8 @@
 #include <optional>
 #include <string_view>
 
+#include "sluice/export.hpp"
+
 namespace sluice {
 
 enum class DType : std::uint8_t {
@@ -28,26 +30,27 @@ struct DLPackType {
 };
 
 /// Sluice's own name: "bf16", "f32", "f8_e4m3fn", "raw".
-[[nodiscard]] std::string_view to_string(DType t) noexcept;
+[[nodiscard]] SLUICE_API std::string_view to_string(DType t) noexcept;
 /// Bits per element (4 for f4_e2m1fn, 6 for the f6 types, 8 for bool); 0 for raw.
-[[nodiscard]] std::uint32_t element_bits(DType t) noexcept;
+[[nodiscard]] SLUICE_API std::uint32_t element_bits(DType t) noexcept;
 
 /// DLPack's triple for `t`; nullopt for raw, which DLPack cannot describe. One DType per triple.
-[[nodiscard]] std::optional<DLPackType> to_dlpack(DType t) noexcept;
+[[nodiscard]] SLUICE_API std::optional<DLPackType> to_dlpack(DType t) noexcept;
 /// The DType with DLPack's triple `d`; nullopt for a triple no DType has (lanes != 1 included).
-[[nodiscard]] std::optional<DType> from_dlpack(DLPackType d) noexcept;
+[[nodiscard]] SLUICE_API std::optional<DType> from_dlpack(DLPackType d) noexcept;
 
 /// The safetensors name ("BF16"); nullopt for an unknown name.
-[[nodiscard]] std::optional<DType> parse_safetensors_dtype(std::string_view name) noexcept;
+[[nodiscard]] SLUICE_API std::optional<DType> parse_safetensors_dtype(
+    std::string_view name) noexcept;
 /// "BF16"; empty where safetensors has no name (c128, raw).
-[[nodiscard]] std::string_view safetensors_name(DType t) noexcept;
+[[nodiscard]] SLUICE_API std::string_view safetensors_name(DType t) noexcept;
 
 /// A NumPy type string ("<f4", "|u1", "=i8"; byte order irrelevant for one-byte types); nullopt
 /// for one with no DType: strings, void, datetime, float128, or a byte order other than little
 /// endian for a wider type (sluice hosts and GPUs are little endian; bytes are never swapped).
-[[nodiscard]] std::optional<DType> parse_numpy_dtype(std::string_view descr) noexcept;
+[[nodiscard]] SLUICE_API std::optional<DType> parse_numpy_dtype(std::string_view descr) noexcept;
 /// NumPy's canonical descr ("<f4", "|b1", "|u1"); empty where NumPy has no type (bf16, the f8,
 /// f6 and f4 types, raw).
-[[nodiscard]] std::string_view numpy_name(DType t) noexcept;
+[[nodiscard]] SLUICE_API std::string_view numpy_name(DType t) noexcept;
 
 }  // namespace sluice

@@ -13,6 +13,8 @@
 #include <string>
 #include <string_view>
 
+#include "sluice/export.hpp"
+
 namespace sluice {
 
 /// Where an error code comes from; decides how `code` is turned into text.
@@ -34,7 +36,7 @@ struct ErrorContext {
   bool has_range = false;          ///< offset/size are meaningful
 };
 
-class Error : public std::exception {
+class SLUICE_API Error : public std::exception {
  public:
   Error(ErrorDomain domain, int code, ErrorContext ctx, std::string_view detail = {});
 
@@ -71,11 +73,12 @@ class Error : public std::exception {
 };
 
 /// Throws an `os` error for `errno_value` (a positive errno).
-[[noreturn]] void throw_os_error(int errno_value, ErrorContext ctx, std::string_view detail = {});
+[[noreturn]] SLUICE_API void throw_os_error(int errno_value, ErrorContext ctx,
+                                            std::string_view detail = {});
 /// The errno `e` stands for (the same as e.errno_value()).
-[[nodiscard]] int to_errno(const Error& e) noexcept;
+[[nodiscard]] SLUICE_API int to_errno(const Error& e) noexcept;
 
 /// Throws a `usage` error (code EINVAL): the caller passed something that cannot work.
-[[noreturn]] void throw_usage_error(ErrorContext ctx, std::string_view detail);
+[[noreturn]] SLUICE_API void throw_usage_error(ErrorContext ctx, std::string_view detail);
 
 }  // namespace sluice

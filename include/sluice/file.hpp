@@ -11,6 +11,8 @@
 #include <string>
 #include <string_view>
 
+#include "sluice/export.hpp"
+
 namespace sluice {
 
 enum class OpenMode : std::uint8_t { read, write, read_write };
@@ -32,7 +34,7 @@ struct FileIdentity;
 /// write_async, the stream-ordered forms and submit_batch hold the file until their future is
 /// ready, so a caller may drop its File (or close() it) as soon as the call has returned.
 /// Synchronous calls use the handle they are given, which must stay valid for the call.
-class File {
+class SLUICE_API File {
  public:
   /// Opens `path`. Throws an Error naming the file on failure, for a directory, or for a file
   /// that is neither a regular file nor a block device.
@@ -94,6 +96,6 @@ class File {
 };
 
 /// Filesystem type name for a statfs f_type magic.
-[[nodiscard]] std::string fs_type_name(long magic);
+[[nodiscard]] SLUICE_API std::string fs_type_name(long magic);
 
 }  // namespace sluice

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "sluice/dtype.hpp"
+#include "sluice/export.hpp"
 
 namespace sluice {
 
@@ -21,7 +22,7 @@ class File;
 
 enum class TensorFormat : std::uint8_t { safetensors, npy };
 
-[[nodiscard]] std::string_view to_string(TensorFormat f) noexcept;
+[[nodiscard]] SLUICE_API std::string_view to_string(TensorFormat f) noexcept;
 
 /// One tensor of a file.
 struct TensorInfo {
@@ -37,7 +38,7 @@ struct TensorInfo {
 };
 
 /// The type as a file of `format` spells it: "BF16" (safetensors), "<f4" (.npy), or raw_dtype.
-[[nodiscard]] std::string dtype_text(const TensorInfo& t, TensorFormat format);
+[[nodiscard]] SLUICE_API std::string dtype_text(const TensorInfo& t, TensorFormat format);
 
 /// Everything a file's header says.
 struct TensorFileLayout {
@@ -63,33 +64,38 @@ inline constexpr std::uint64_t npy_max_header = 1 << 20;
 inline constexpr std::size_t max_dims = 64;
 
 /// Bits per element of a safetensors dtype ("F16" -> 16, "F4" -> 4), or 0 for an unknown name.
-[[nodiscard]] std::uint32_t safetensors_dtype_bits(std::string_view dtype) noexcept;
+[[nodiscard]] SLUICE_API std::uint32_t safetensors_dtype_bits(std::string_view dtype) noexcept;
 /// Every dtype name safetensors defines, in the specification's order.
-[[nodiscard]] std::span<const std::string_view> safetensors_dtypes() noexcept;
+[[nodiscard]] SLUICE_API std::span<const std::string_view> safetensors_dtypes() noexcept;
 
 /// How many bytes a parser needs from the start of the file to see the whole header: 8 + N for
 /// safetensors, 10/12 + HEADER_LEN for .npy. `prefix` must hold the first 16 bytes of the file
 /// (or all of it when shorter). Throws an Error naming `path` when the length field is bad or
 /// points past `file_size`.
-[[nodiscard]] std::uint64_t header_extent(TensorFormat format, std::span<const std::byte> prefix,
-                                          std::uint64_t file_size, const std::string& path);
+[[nodiscard]] SLUICE_API std::uint64_t header_extent(TensorFormat format,
+                                                     std::span<const std::byte> prefix,
+                                                     std::uint64_t file_size,
+                                                     const std::string& path);
 
 /// Which format the first bytes say: .npy starts with "\x93NUMPY", anything else is taken as
 /// safetensors (whose parser then judges it).
-[[nodiscard]] TensorFormat detect_format(std::span<const std::byte> prefix) noexcept;
+[[nodiscard]] SLUICE_API TensorFormat detect_format(std::span<const std::byte> prefix) noexcept;
 
 /// Parses a header. `header` holds the first bytes of the file, at least header_extent() of them;
 /// `file_size` is the size of the whole file, against which every byte range is checked.
 /// `npy_name` names the one tensor of an .npy file. Throws an Error (domain data) naming `path`
 /// and the field on anything the format does not allow.
-[[nodiscard]] TensorFileLayout parse_safetensors(std::span<const std::byte> header,
-                                                 std::uint64_t file_size, const std::string& path);
-[[nodiscard]] TensorFileLayout parse_npy(std::span<const std::byte> header, std::uint64_t file_size,
-                                         const std::string& path, const std::string& npy_name);
+[[nodiscard]] SLUICE_API TensorFileLayout parse_safetensors(std::span<const std::byte> header,
+                                                            std::uint64_t file_size,
+                                                            const std::string& path);
+[[nodiscard]] SLUICE_API TensorFileLayout parse_npy(std::span<const std::byte> header,
+                                                    std::uint64_t file_size,
+                                                    const std::string& path,
+                                                    const std::string& npy_name);
 
 /// Reads and parses the header of an open file (format by its first bytes; an .npy tensor is
 /// named after the file).
-[[nodiscard]] TensorFileLayout read_layout(const File& file);
+[[nodiscard]] SLUICE_API TensorFileLayout read_layout(const File& file);
 
 }  // namespace formats
 }  // namespace sluice

@@ -13,9 +13,11 @@
 #include <string_view>
 #include <vector>
 
+#include "sluice/export.hpp"
+
 namespace sluice {
 
-class LatencyHistogram {
+class SLUICE_API LatencyHistogram {
  public:
   static constexpr unsigned sub_bucket_bits = 7;
   static constexpr unsigned max_exponent = 44;
@@ -50,7 +52,7 @@ class LatencyHistogram {
   [[nodiscard]] static std::uint64_t lowest_in(std::size_t index) noexcept;
   [[nodiscard]] static std::uint64_t highest_in(std::size_t index) noexcept;
 
-  friend bool operator==(const LatencyHistogram& a, const LatencyHistogram& b) noexcept;
+  friend SLUICE_API bool operator==(const LatencyHistogram& a, const LatencyHistogram& b) noexcept;
 
  private:
   std::vector<std::uint64_t> buckets_;

@@ -8,6 +8,8 @@
 #include <cstddef>
 #include <utility>
 
+#include "sluice/export.hpp"
+
 namespace sluice {
 
 /// Maps `bytes` (rounded up to 4 KiB) of zeroed, populated memory. Throws an Error on failure.
@@ -15,9 +17,9 @@ namespace sluice {
 /// pages stay 4 KiB pages whatever madvise says later, so a buffer taken from a heap that an
 /// earlier run had touched read 64 KiB O_DIRECT blocks at a quarter of the speed.
 /// `huge_pages` false: 4 KiB pages (MADV_NOHUGEPAGE), as malloc'd buffers usually have.
-[[nodiscard]] void* map_host_memory(std::size_t bytes, bool huge_pages = true);
+[[nodiscard]] SLUICE_API void* map_host_memory(std::size_t bytes, bool huge_pages = true);
 /// Unmaps memory from map_host_memory; `bytes` as given there.
-void unmap_host_memory(void* p, std::size_t bytes) noexcept;
+SLUICE_API void unmap_host_memory(void* p, std::size_t bytes) noexcept;
 
 /// Owns one map_host_memory mapping; unmaps it when destroyed. Move-only (a moved-from one owns
 /// nothing).

@@ -15,6 +15,7 @@
 #include <string_view>
 
 #include "sluice/config.hpp"
+#include "sluice/export.hpp"
 
 namespace sluice {
 
@@ -38,9 +39,9 @@ struct IoCompletion {
 
 enum class EngineKind : std::uint8_t { uring, psync };
 
-[[nodiscard]] std::string_view to_string(EngineKind k) noexcept;
+[[nodiscard]] SLUICE_API std::string_view to_string(EngineKind k) noexcept;
 
-class IoEngine {
+class SLUICE_API IoEngine {
  public:
   virtual ~IoEngine() = default;
   [[nodiscard]] virtual EngineKind kind() const noexcept = 0;
@@ -83,21 +84,16 @@ class IoEngine {
 
 /// Creates an engine of `kind` with room for `depth` requests in flight. Throws an Error with
 /// the kernel's reason if io_uring cannot be set up.
-[[nodiscard]] std::unique_ptr<IoEngine> make_engine(EngineKind kind, unsigned depth);
+[[nodiscard]] SLUICE_API std::unique_ptr<IoEngine> make_engine(EngineKind kind, unsigned depth);
 
 /// The engine a setting stands for: auto is uring when this process can set up a ring, else
 /// psync. Throws an Error (ENOSYS, with the kernel's reason) when uring is asked for and unusable.
-[[nodiscard]] EngineKind resolve_engine(EngineSetting setting);
+[[nodiscard]] SLUICE_API EngineKind resolve_engine(EngineSetting setting);
 
 /// Whether io_uring works here; the reason when it does not (seccomp, kernel, sysctl).
-[[nodiscard]] bool uring_available(std::string* reason = nullptr);
-
-/// Tests may interpose on engine creation (to wrap engines in a FaultyEngine). Each thread's
-/// cached engine is rebuilt after a change. Pass an empty function to restore the default.
-using EngineFactory = std::function<std::unique_ptr<IoEngine>(EngineKind, unsigned)>;
-void set_engine_factory(EngineFactory factory);
+[[nodiscard]] SLUICE_API bool uring_available(std::string* reason = nullptr);
 
 /// The calling thread's engine of `kind` and at least `depth` capacity, created on first use.
-IoEngine& thread_engine(EngineKind kind, unsigned depth);
+SLUICE_API IoEngine& thread_engine(EngineKind kind, unsigned depth);
 
 }  // namespace sluice

@@ -23,6 +23,7 @@
 
 #include "sluice/config.hpp"
 #include "sluice/device.hpp"
+#include "sluice/export.hpp"
 #include "sluice/file.hpp"
 #include "sluice/formats.hpp"
 #include "sluice/host_memory.hpp"
@@ -33,7 +34,7 @@
 namespace sluice {
 
 /// The tensor files of one model or data set, opened and with every header checked.
-class Checkpoint {
+class SLUICE_API Checkpoint {
  public:
   /// Opens each path: a .safetensors or .npy file (told apart by their first bytes), a
   /// `*.index.json` of a sharded safetensors checkpoint (which opens the shards its weight_map
@@ -70,7 +71,7 @@ enum class LoadTarget : std::uint8_t {
   pageable_host,  ///< ordinary host memory (no device needed)
 };
 
-[[nodiscard]] std::string_view to_string(LoadTarget t) noexcept;
+[[nodiscard]] SLUICE_API std::string_view to_string(LoadTarget t) noexcept;
 
 /// One tensor in memory.
 struct LoadedTensor {
@@ -126,11 +127,12 @@ struct LoadPlan {
 };
 
 /// What load() would do, without reading or allocating. Throws a usage Error on bad options.
-[[nodiscard]] LoadPlan plan_load(const Checkpoint& checkpoint, const LoadOptions& options);
+[[nodiscard]] SLUICE_API LoadPlan plan_load(const Checkpoint& checkpoint,
+                                            const LoadOptions& options);
 
 /// Tensors in memory, owning the allocation they live in (unless they are in caller buffers) and
 /// their descriptions: the Checkpoint may be dropped once load() has returned.
-class LoadedTensors {
+class SLUICE_API LoadedTensors {
  public:
   LoadedTensors() = default;
   LoadedTensors(LoadedTensors&& o) noexcept = default;
@@ -152,7 +154,7 @@ class LoadedTensors {
   [[nodiscard]] std::uint64_t xxh3(const LoadedTensor& t) const;
 
  private:
-  friend LoadedTensors load(const Checkpoint&, const LoadOptions&);
+  friend SLUICE_API LoadedTensors load(const Checkpoint&, const LoadOptions&);
   /// The one allocation the tensors live in (none with caller buffers), by target.
   using Memory = std::variant<std::monostate, DeviceBuffer, PinnedBuffer, HostMapping>;
   [[nodiscard]] void* base() const noexcept;
@@ -168,6 +170,7 @@ class LoadedTensors {
 
 /// Plans and runs a load. Throws an Error naming the file and range on a failed read (or a file
 /// that shrank since its header was read), after every outstanding read has finished.
-[[nodiscard]] LoadedTensors load(const Checkpoint& checkpoint, const LoadOptions& options);
+[[nodiscard]] SLUICE_API LoadedTensors load(const Checkpoint& checkpoint,
+                                            const LoadOptions& options);
 
 }  // namespace sluice

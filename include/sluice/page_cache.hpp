@@ -7,14 +7,16 @@
 #include <string>
 #include <vector>
 
+#include "sluice/export.hpp"
+
 namespace sluice {
 
 /// fsync (`with_metadata`) or fdatasync of `fd`, resumed after EINTR: 0, or the errno.
-[[nodiscard]] int sync_fd(int fd, bool with_metadata) noexcept;
+[[nodiscard]] SLUICE_API int sync_fd(int fd, bool with_metadata) noexcept;
 
 /// fdatasync of each of `files` that opens for reading (the others are skipped), so that the
 /// writeback of a fresh layout does not slow what runs next.
-void sync_files(const std::vector<std::string>& files) noexcept;
+SLUICE_API void sync_files(const std::vector<std::string>& files) noexcept;
 
 /// How much a drop may touch. Two callers, two needs: a benchmark wants the cold start its peers
 /// measure (fio and IOR users drop the whole cache, metadata included), a diagnosis on a user's
@@ -32,6 +34,6 @@ enum class DropScope : std::uint8_t {
 /// Drops the clean page cache as `scope` says; files that do not open are skipped. Returns how,
 /// for the record: "drop_caches (echo 3 > /proc/sys/vm/drop_caches)", "posix_fadvise(DONTNEED)
 /// on each file (not root)" or "fdatasync, then posix_fadvise(DONTNEED) on each file".
-std::string drop_page_cache(const std::vector<std::string>& files, DropScope scope);
+SLUICE_API std::string drop_page_cache(const std::vector<std::string>& files, DropScope scope);
 
 }  // namespace sluice

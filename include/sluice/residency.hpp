@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <string_view>
 
+#include "sluice/export.hpp"
+
 namespace sluice {
 
 enum class ResidencyMethod : std::uint8_t {
@@ -17,7 +19,7 @@ enum class ResidencyMethod : std::uint8_t {
   none,       ///< neither worked (the range counts as not cached)
 };
 
-[[nodiscard]] std::string_view to_string(ResidencyMethod m) noexcept;
+[[nodiscard]] SLUICE_API std::string_view to_string(ResidencyMethod m) noexcept;
 
 /// The answer for one range, in pages of the system page size (a partly covered first or last
 /// page counts whole).
@@ -36,7 +38,7 @@ struct Residency {
 /// Probes sub-ranges of one range of an open file, many times and from many threads: with
 /// cachestat each probe is one system call; with mincore the constructor maps the range once
 /// (PROT_READ, nothing faulted in) and each probe reads that mapping's residency.
-class ResidencyProbe {
+class SLUICE_API ResidencyProbe {
  public:
   /// `fd` must be readable and stay open while the probe lives. A range of size 0 probes nothing.
   /// `prefer`: cachestat (where the kernel answers it, else mincore) or mincore (always; tests
@@ -68,9 +70,10 @@ class ResidencyProbe {
 };
 
 /// One probe of [offset, offset + size) of `fd`; size 0 means to the end of a regular file.
-[[nodiscard]] Residency page_cache_residency(int fd, std::uint64_t offset, std::uint64_t size);
+[[nodiscard]] SLUICE_API Residency page_cache_residency(int fd, std::uint64_t offset,
+                                                        std::uint64_t size);
 
 /// Whether this kernel answers cachestat(2) (asked once per process).
-[[nodiscard]] bool have_cachestat() noexcept;
+[[nodiscard]] SLUICE_API bool have_cachestat() noexcept;
 
 }  // namespace sluice

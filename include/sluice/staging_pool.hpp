@@ -14,6 +14,8 @@
 #include <optional>
 #include <vector>
 
+#include "sluice/export.hpp"
+
 namespace sluice {
 
 struct PoolMemory {
@@ -22,9 +24,9 @@ struct PoolMemory {
 };
 
 /// Page-aligned anonymous memory (mmap), the default for host staging.
-[[nodiscard]] PoolMemory host_pool_memory();
+[[nodiscard]] SLUICE_API PoolMemory host_pool_memory();
 
-class StagingPool {
+class SLUICE_API StagingPool {
  public:
   struct Lease {
     std::byte* data = nullptr;
@@ -75,9 +77,9 @@ class StagingPool {
 /// The process-wide host staging pool: `staging_buffers` buffers of `io_size`, from the
 /// configuration at first use. Made (and its memory mapped and faulted in: 64 MiB by default)
 /// only when a transfer needs staging, never just to learn its buffer size.
-StagingPool& host_staging_pool();
+SLUICE_API StagingPool& host_staging_pool();
 /// The host staging pool's buffer size: the pool's once it exists, else the `io_size` it would
 /// be made with now.
-std::size_t host_staging_buffer_size();
+SLUICE_API std::size_t host_staging_buffer_size();
 
 }  // namespace sluice

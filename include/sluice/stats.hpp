@@ -20,6 +20,7 @@
 #include <string_view>
 #include <vector>
 
+#include "sluice/export.hpp"
 #include "sluice/histogram.hpp"
 #include "sluice/path.hpp"
 
@@ -51,7 +52,7 @@ enum class Fallback : std::uint8_t {
   io_refused,        ///< cuFileRead/Write refused the request before moving a byte
 };
 inline constexpr std::size_t fallback_count = 7;
-[[nodiscard]] std::string_view to_string(Fallback f) noexcept;
+[[nodiscard]] SLUICE_API std::string_view to_string(Fallback f) noexcept;
 
 /// Counters of one device or file system, [direction].
 struct KeyedCounters {
@@ -82,7 +83,7 @@ struct StatsSnapshot {
   }
 };
 
-class Stats {
+class SLUICE_API Stats {
  public:
   Stats();
   ~Stats();
@@ -99,17 +100,16 @@ class Stats {
   void count_fallback(Fallback f) noexcept;
   void count_staging_wait() noexcept;
   [[nodiscard]] StatsSnapshot snapshot() const;
-  /// Zeroes every counter; only while no transfer runs (tests).
-  void reset() noexcept;
 
  private:
+  friend SLUICE_API void reset_stats(Stats& s) noexcept;  // a test hook: sluice/testing/stats.hpp
   std::unique_ptr<detail::SharedStats> local_;
   detail::SharedStats* shared_ = nullptr;  ///< the published segment (process-wide counters only)
-  friend Stats& stats() noexcept;
+  friend SLUICE_API Stats& stats() noexcept;
 };
 
 /// The process-wide counters.
-Stats& stats() noexcept;
+SLUICE_API Stats& stats() noexcept;
 
 /// The counters another process (or this one) publishes.
 struct PublishedStats {
@@ -125,17 +125,18 @@ struct PublishedStats {
 inline constexpr std::uint32_t stats_layout_version = 3;
 
 /// The segment's file: "/dev/shm/sluice-stats.<pid>".
-[[nodiscard]] std::string stats_segment_path(int pid);
+[[nodiscard]] SLUICE_API std::string stats_segment_path(int pid);
 /// True when this process publishes its counters (SLUICE_STATS=1 when the library loaded).
-[[nodiscard]] bool stats_published() noexcept;
+[[nodiscard]] SLUICE_API bool stats_published() noexcept;
 /// Reads the counters process `pid` publishes; nullopt with `error` set when there is no
 /// segment, or it has another layout version.
-[[nodiscard]] std::optional<PublishedStats> read_published(int pid, std::string* error = nullptr);
+[[nodiscard]] SLUICE_API std::optional<PublishedStats> read_published(int pid,
+                                                                      std::string* error = nullptr);
 /// Every segment under /dev/shm, by pid; `alive` tells the running from the stale (a process
 /// that died without removing its segment).
-[[nodiscard]] std::vector<PublishedStats> list_published();
+[[nodiscard]] SLUICE_API std::vector<PublishedStats> list_published();
 /// The counters in the Prometheus text exposition format (version 0.0.4), labelled by pid,
 /// path and direction (device, filesystem, reason where they apply); latencies as summaries.
-[[nodiscard]] std::string to_prometheus(const std::vector<PublishedStats>& stats);
+[[nodiscard]] SLUICE_API std::string to_prometheus(const std::vector<PublishedStats>& stats);
 
 }  // namespace sluice

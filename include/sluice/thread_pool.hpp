@@ -12,9 +12,11 @@
 #include <type_traits>
 #include <vector>
 
+#include "sluice/export.hpp"
+
 namespace sluice {
 
-class ThreadPool {
+class SLUICE_API ThreadPool {
  public:
   explicit ThreadPool(unsigned threads);
   ~ThreadPool();  // runs what is queued, then joins
@@ -49,6 +51,6 @@ class ThreadPool {
 };
 
 /// The process-wide pool used by transfers; sized from the configuration on first use.
-ThreadPool& default_pool();
+SLUICE_API ThreadPool& default_pool();
 
 }  // namespace sluice

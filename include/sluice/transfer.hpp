@@ -14,6 +14,7 @@
 
 #include "sluice/config.hpp"
 #include "sluice/device.hpp"
+#include "sluice/export.hpp"
 #include "sluice/file.hpp"
 #include "sluice/io_engine.hpp"
 #include "sluice/path.hpp"
@@ -50,12 +51,12 @@ struct TransferOptions {
 /// Reads up to `size` bytes at `offset` into `buf`. Returns fewer bytes only at the end of the
 /// file. Throws an Error naming the file and range on failure, including a file truncated
 /// while being read; on error the contents of `buf` are unspecified.
-TransferResult read(const File& file, void* buf, std::uint64_t size, std::uint64_t offset,
-                    const TransferOptions& options = {});
+SLUICE_API TransferResult read(const File& file, void* buf, std::uint64_t size,
+                               std::uint64_t offset, const TransferOptions& options = {});
 
 /// Writes `size` bytes from `buf` at `offset`, extending the file as needed.
-TransferResult write(const File& file, const void* buf, std::uint64_t size,
-                     std::uint64_t offset, const TransferOptions& options = {});
+SLUICE_API TransferResult write(const File& file, const void* buf, std::uint64_t size,
+                                std::uint64_t offset, const TransferOptions& options = {});
 
 /// Asynchronous forms. A transfer of host memory that is one O_DIRECT request (aligned as the
 /// file needs, at most `io_size`, io_uring, no sync) goes to the async I/O thread, which keeps
@@ -63,30 +64,35 @@ TransferResult write(const File& file, const void* buf, std::uint64_t size,
 /// The transfer holds its own handle on `file` until the future is ready, so the caller may drop
 /// or close its File at once; the buffer (and options.device) must stay valid until then.
 /// Errors arrive through the future.
-std::future<TransferResult> read_async(const File& file, void* buf, std::uint64_t size,
-                                       std::uint64_t offset, TransferOptions options = {});
-std::future<TransferResult> write_async(const File& file, const void* buf, std::uint64_t size,
-                                        std::uint64_t offset, TransferOptions options = {});
+SLUICE_API std::future<TransferResult> read_async(const File& file, void* buf, std::uint64_t size,
+                                                  std::uint64_t offset,
+                                                  TransferOptions options = {});
+SLUICE_API std::future<TransferResult> write_async(const File& file, const void* buf,
+                                                   std::uint64_t size, std::uint64_t offset,
+                                                   TransferOptions options = {});
 
 /// Stream-ordered forms: the transfer starts when the work already on `stream` (of
 /// options.device, required) has finished, and later work on `stream` waits for it, as with
 /// cuFileReadAsync. The future is ready when the transfer is done. The file is held as by
 /// read_async; the buffer and the stream must stay valid until the future is ready.
-std::future<TransferResult> read_on_stream(const File& file, void* buf, std::uint64_t size,
-                                           std::uint64_t offset, StreamHandle stream,
-                                           TransferOptions options);
-std::future<TransferResult> write_on_stream(const File& file, const void* buf, std::uint64_t size,
-                                            std::uint64_t offset, StreamHandle stream,
-                                            TransferOptions options);
+SLUICE_API std::future<TransferResult> read_on_stream(const File& file, void* buf,
+                                                      std::uint64_t size, std::uint64_t offset,
+                                                      StreamHandle stream, TransferOptions options);
+SLUICE_API std::future<TransferResult> write_on_stream(const File& file, const void* buf,
+                                                       std::uint64_t size, std::uint64_t offset,
+                                                       StreamHandle stream,
+                                                       TransferOptions options);
 
 /// The same on a Stream, which names its device: options.device may stay null (a different
 /// device is a usage error). The Stream must outlive the future, as the stream does above.
-std::future<TransferResult> read_on_stream(const File& file, void* buf, std::uint64_t size,
-                                           std::uint64_t offset, const Stream& stream,
-                                           TransferOptions options = {});
-std::future<TransferResult> write_on_stream(const File& file, const void* buf, std::uint64_t size,
-                                            std::uint64_t offset, const Stream& stream,
-                                            TransferOptions options = {});
+SLUICE_API std::future<TransferResult> read_on_stream(const File& file, void* buf,
+                                                      std::uint64_t size, std::uint64_t offset,
+                                                      const Stream& stream,
+                                                      TransferOptions options = {});
+SLUICE_API std::future<TransferResult> write_on_stream(const File& file, const void* buf,
+                                                       std::uint64_t size, std::uint64_t offset,
+                                                       const Stream& stream,
+                                                       TransferOptions options = {});
 
 /// The building block of the stream-ordered forms, for callers whose arguments are only known
 /// when the stream reaches the call (cuFileReadAsync reads its size and offsets then): `work`
@@ -94,8 +100,9 @@ std::future<TransferResult> write_on_stream(const File& file, const void* buf, s
 /// `stream` waits until it has returned or thrown. `work` may use the device; the stream waits
 /// without holding a CUDA host-function thread. The future carries its result or exception.
 /// `work` owns what it captures until it has run: capture a File by value, not by reference.
-std::future<TransferResult> run_on_stream(const std::shared_ptr<Device>& device, StreamHandle stream,
-                                          std::function<TransferResult()> work);
+SLUICE_API std::future<TransferResult> run_on_stream(const std::shared_ptr<Device>& device,
+                                                     StreamHandle stream,
+                                                     std::function<TransferResult()> work);
 
 /// One entry of a batch: many (file, offset, size, buffer) transfers submitted at once.
 struct BatchEntry {
@@ -111,8 +118,8 @@ struct BatchEntry {
 /// Submits every entry at once; each completes on its own (one future per entry, in order).
 /// Entries run concurrently, each through its own path choice, as read_async/write_async run
 /// them; those for the async I/O thread are handed over together.
-std::vector<std::future<TransferResult>> submit_batch(std::span<const BatchEntry> entries,
-                                                      const TransferOptions& options = {});
+SLUICE_API std::vector<std::future<TransferResult>> submit_batch(
+    std::span<const BatchEntry> entries, const TransferOptions& options = {});
 
 /// Which path a transfer with these arguments would take, and why, without moving a byte.
 /// Throws the Error a strict request that cannot be honoured would throw.
@@ -120,7 +127,7 @@ struct PathChoice {
   Path path = Path::host;
   std::string reason;
 };
-PathChoice choose_path(const File& file, const void* buf, std::uint64_t size,
-                       std::uint64_t offset, const TransferOptions& options = {});
+SLUICE_API PathChoice choose_path(const File& file, const void* buf, std::uint64_t size,
+                                  std::uint64_t offset, const TransferOptions& options = {});
 
 }  // namespace sluice

@@ -7,9 +7,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "sluice/bench_cluster.hpp"
-#include "sluice/bench_report.hpp"
 #include "sluice/error.hpp"
+#include "sluice/tools/bench_cluster.hpp"
+#include "sluice/tools/bench_report.hpp"
 #include "worker.hpp"
 
 namespace sluice::bench {

@@ -9,9 +9,9 @@
 
 #include <fmt/format.h>
 
-#include "sluice/bench_cluster.hpp"
 #include "sluice/device.hpp"
 #include "sluice/error.hpp"
+#include "sluice/tools/bench_cluster.hpp"
 #include "worker.hpp"
 
 namespace sluice::bench {

@@ -5,8 +5,8 @@
 
 #include <fmt/format.h>
 
-#include "sluice/bench.hpp"
 #include "sluice/page_cache.hpp"
+#include "sluice/tools/bench.hpp"
 
 namespace sluice::bench {
 namespace {

@@ -6,8 +6,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "sluice/bench_report.hpp"
 #include "sluice/error.hpp"
+#include "sluice/tools/bench_report.hpp"
 #include "sluice/version.hpp"
 
 namespace sluice::bench {

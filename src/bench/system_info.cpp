@@ -10,8 +10,8 @@
 #include <nlohmann/json.hpp>
 
 #include "check/sysfs.hpp"
-#include "sluice/bench_report.hpp"
 #include "sluice/config.hpp"
+#include "sluice/tools/bench_report.hpp"
 
 namespace sluice::bench {
 namespace {

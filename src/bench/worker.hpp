@@ -15,11 +15,11 @@
 #include <string>
 #include <utility>
 
-#include "sluice/bench.hpp"
 #include "sluice/config.hpp"
 #include "sluice/device.hpp"
 #include "sluice/file.hpp"
 #include "sluice/io_engine.hpp"
+#include "sluice/tools/bench.hpp"
 
 namespace sluice::bench::detail {
 

@@ -6,8 +6,8 @@
 
 #include <fmt/format.h>
 
-#include "sluice/bench.hpp"
 #include "sluice/error.hpp"
+#include "sluice/tools/bench.hpp"
 
 namespace sluice::bench {
 namespace {

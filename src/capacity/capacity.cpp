@@ -12,8 +12,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "sluice/capacity.hpp"
 #include "sluice/error.hpp"
+#include "sluice/tools/capacity.hpp"
 
 namespace sluice::capacity {
 namespace {

@@ -1,4 +1,4 @@
-#include "sluice/check.hpp"
+#include "sluice/tools/check.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -18,11 +18,10 @@
 #include <nlohmann/json.hpp>
 
 #include "check/sysfs.hpp"
-#include "gpu/cuda_device.hpp"
-#include "gpu/cufile_api.hpp"
 #include "sluice/device.hpp"
 #include "sluice/error.hpp"
 #include "sluice/file.hpp"
+#include "sluice/internal/gpu_stack.hpp"
 #include "sluice/residency.hpp"
 #include "sluice/transfer.hpp"
 
@@ -226,9 +225,10 @@ std::string link_text(const std::optional<PciLink>& l) {
 
 Report inspect(const std::vector<std::string>& paths) {
   Report r;
-  r.cuda = detail::cuda_available(&r.cuda_reason);
-  if (r.cuda) r.cuda_reason.clear();
-  const int count = r.cuda ? detail::cuda_device_count() : 0;
+  const CudaLibraryStatus cuda = cuda_library_status();
+  r.cuda = cuda.available;
+  r.cuda_reason = cuda.reason;
+  const int count = cuda.devices;
   for (int i = 0; i < count; ++i) {
     Gpu g;
     g.ordinal = i;
@@ -258,9 +258,8 @@ Report inspect(const std::vector<std::string>& paths) {
       r.gpus.push_back(std::move(g));
     }
   }
-  const auto& cf = detail::CuFile::instance();
-  r.cufile = {cf.available(), cf.version(), cf.library(),
-              cf.available() ? std::string() : cf.reason()};
+  const CuFileLibraryStatus cf = cufile_library_status();
+  r.cufile = {cf.available, cf.version, cf.library, cf.reason};
   r.platform = platform();
   std::shared_ptr<Device> device;
   try {

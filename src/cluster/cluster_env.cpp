@@ -9,8 +9,8 @@
 
 #include <fmt/format.h>
 
-#include "sluice/cluster.hpp"
 #include "sluice/error.hpp"
+#include "sluice/tools/cluster.hpp"
 
 namespace sluice {
 namespace {

@@ -3,7 +3,7 @@
 #include <fmt/format.h>
 
 #include "sluice/error.hpp"
-#include "sluice/load_cluster.hpp"
+#include "sluice/tools/load_cluster.hpp"
 
 namespace sluice {
 

@@ -11,7 +11,7 @@
 #include <fmt/format.h>
 
 #include "sluice/error.hpp"
-#include "sluice/mpi.hpp"
+#include "sluice/tools/mpi.hpp"
 
 namespace sluice {
 namespace {
@@ -136,6 +136,8 @@ class MpiCommunicator final : public Communicator {
 };
 
 }  // namespace
+
+bool have_mpi() noexcept { return true; }
 
 std::unique_ptr<Communicator> make_mpi_communicator() {
   return std::make_unique<MpiCommunicator>();

@@ -6,8 +6,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "sluice/cluster.hpp"
 #include "sluice/error.hpp"
+#include "sluice/tools/cluster.hpp"
 #include "sluice/units.hpp"
 
 namespace sluice {

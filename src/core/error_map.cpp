@@ -5,8 +5,8 @@
 
 #include "core/cuda_codes.hpp"
 #include "cufile.h"
-#include "sluice/cufile_errors.hpp"
 #include "sluice/error.hpp"
+#include "sluice/internal/cufile_errors.hpp"
 
 namespace sluice {
 namespace {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/shared_stats.hpp"
+#include "sluice/testing/stats.hpp"
 
 namespace sluice {
 namespace detail {
@@ -232,9 +233,9 @@ void Stats::count_staging_wait() noexcept {
 
 StatsSnapshot Stats::snapshot() const { return detail::load(*local_); }
 
-void Stats::reset() noexcept {
-  detail::zero(*local_);
-  if (shared_ != nullptr) detail::zero(*shared_);
+void reset_stats(Stats& s) noexcept {
+  detail::zero(*s.local_);
+  if (s.shared_ != nullptr) detail::zero(*s.shared_);
 }
 
 Stats& stats() noexcept {

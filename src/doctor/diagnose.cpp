@@ -8,7 +8,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "sluice/doctor.hpp"
+#include "sluice/tools/doctor.hpp"
 #include "sluice/units.hpp"
 
 namespace sluice::doctor {

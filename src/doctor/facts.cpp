@@ -16,9 +16,9 @@
 #include <sstream>
 
 #include "doctor/facts.hpp"
-#include "sluice/doctor.hpp"
 #include "sluice/page_cache.hpp"
 #include "sluice/residency.hpp"
+#include "sluice/tools/doctor.hpp"
 #include "sluice/units.hpp"
 
 namespace sluice::doctor {

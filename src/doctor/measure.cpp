@@ -22,10 +22,10 @@
 #include <optional>
 
 #include "doctor/facts.hpp"
-#include "sluice/check.hpp"
-#include "sluice/doctor.hpp"
 #include "sluice/error.hpp"
 #include "sluice/page_cache.hpp"
+#include "sluice/tools/check.hpp"
+#include "sluice/tools/doctor.hpp"
 #include "sluice/units.hpp"
 
 namespace sluice::doctor {

@@ -3,8 +3,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "sluice/bench_report.hpp"
-#include "sluice/doctor.hpp"
+#include "sluice/tools/bench_report.hpp"
+#include "sluice/tools/doctor.hpp"
 
 namespace sluice::doctor {
 namespace {

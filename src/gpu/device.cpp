@@ -56,12 +56,14 @@ void Device::copy_to_host(void* dst, const void* src, std::size_t bytes) {
   synchronize(nullptr);
 }
 
+void detail::set_selection(Device& d, std::string selection) { d.selection_ = std::move(selection); }
+
 namespace {
 
 std::shared_ptr<Device> make_sim(std::string selection) {
   auto cfg = config();
   auto dev = std::make_shared<detail::SimDevice>(detail::SimModel{cfg->sim_h2d_gbps, cfg->sim_latency_us});
-  dev->set_selection(std::move(selection));
+  detail::set_selection(*dev, std::move(selection));
   return dev;
 }
 
@@ -77,7 +79,7 @@ std::shared_ptr<Device> open_cuda(const DeviceSetting& setting, const std::strin
                             detail::cuda_device_count()));
   }
   auto dev = detail::make_cuda_device(ordinal);
-  dev->set_selection(fmt::format("{} requested", spec));
+  detail::set_selection(*dev, fmt::format("{} requested", spec));
   return dev;
 }
 
@@ -88,7 +90,7 @@ std::shared_ptr<Device> open_uncached(const DeviceSetting& setting, const std::s
       std::string why;
       if (detail::cuda_available(&why)) {
         auto dev = detail::make_cuda_device(0);
-        dev->set_selection("auto: first CUDA GPU");
+        detail::set_selection(*dev, "auto: first CUDA GPU");
         return dev;
       }
       return make_sim(fmt::format("auto: no CUDA GPU ({}), using the simulated device", why));
@@ -221,36 +223,12 @@ DeviceAllocation::DeviceAllocation(std::shared_ptr<Device> device, std::size_t b
   ptr_ = kind == Kind::device ? device_->alloc(bytes) : device_->alloc_pinned(bytes);
 }
 
-DeviceAllocation::DeviceAllocation(DeviceAllocation&& o) noexcept
-    : device_(std::move(o.device_)),
-      ptr_(std::exchange(o.ptr_, nullptr)),
-      size_(std::exchange(o.size_, 0)),
-      kind_(o.kind_) {}
-
-DeviceAllocation& DeviceAllocation::operator=(DeviceAllocation&& o) noexcept {
-  if (this != &o) {
-    reset();
-    device_ = std::move(o.device_);
-    ptr_ = std::exchange(o.ptr_, nullptr);
-    size_ = std::exchange(o.size_, 0);
-    kind_ = o.kind_;
-  }
-  return *this;
-}
-
-void DeviceAllocation::reset() noexcept {
-  if (ptr_ != nullptr) {
-    if (kind_ == Kind::device) {
-      device_->free(ptr_);
-    } else {
-      device_->free_pinned(ptr_);
-    }
-  }
-  ptr_ = nullptr;
-  size_ = 0;
-  device_.reset();
-}
-
 }  // namespace detail
+
+DeviceBuffer::DeviceBuffer(std::shared_ptr<Device> device, std::size_t bytes)
+    : DeviceAllocation(std::move(device), bytes, Kind::device) {}
+
+PinnedBuffer::PinnedBuffer(std::shared_ptr<Device> device, std::size_t bytes)
+    : DeviceAllocation(std::move(device), bytes, Kind::pinned) {}
 
 }  // namespace sluice

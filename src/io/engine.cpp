@@ -9,8 +9,9 @@
 
 #include "psync_engine.hpp"
 #include "sluice/error.hpp"
-#include "sluice/faulty_engine.hpp"
 #include "sluice/io_engine.hpp"
+#include "sluice/testing/engine_factory.hpp"
+#include "sluice/testing/faulty_engine.hpp"
 #include "uring_engine.hpp"
 
 namespace sluice {

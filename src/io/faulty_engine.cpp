@@ -1,4 +1,4 @@
-#include "sluice/faulty_engine.hpp"
+#include "sluice/testing/faulty_engine.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>

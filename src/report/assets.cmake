@@ -1,6 +1,6 @@
 # The charting library of `sluice report` (Vega, Vega-Lite, vega-embed from the npm registry,
-# pinned by web/package-lock.json) goes into the sluice_report library (linked into the CLI), so the `sluice` binary writes a
-# self-contained page with nothing to install beside it. `npm ci` runs at build time into the
+# pinned by web/package-lock.json) goes into libsluice_tools, so a report is a self-contained
+# page and the library needs nothing installed beside it. `npm ci` runs at build time into the
 # build tree; when npm or the registry is missing the build still succeeds and reports are
 # tables only (the page says why). -DSLUICE_REPORT_CHARTS=OFF skips the fetch.
 option(SLUICE_REPORT_CHARTS "sluice report: fetch the charting library with npm" ON)
@@ -16,4 +16,4 @@ add_custom_command(
           ${CMAKE_CURRENT_SOURCE_DIR}/report/fetch_assets.cmake
   COMMENT "sluice report: fetching the charting library (npm ci)"
   VERBATIM)
-target_sources(sluice_report PRIVATE ${_report_assets})
+target_sources(sluice_tools_objects PRIVATE ${_report_assets})

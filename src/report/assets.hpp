@@ -1,4 +1,4 @@
-// The charting library bundles linked into sluice_report by the build (src/report/assets.cmake
+// The charting library bundles linked into libsluice_tools by the build (src/report/assets.cmake
 // generates the definition), or the reason they are missing.
 #pragma once
 

@@ -13,7 +13,7 @@
 #include "report/model.hpp"
 #include "report/rerun.hpp"
 #include "sluice/error.hpp"
-#include "sluice/report.hpp"
+#include "sluice/tools/report.hpp"
 #include "sluice/version.hpp"
 
 namespace sluice::report {

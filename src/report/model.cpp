@@ -9,9 +9,9 @@
 
 #include <fmt/format.h>
 
-#include "sluice/bench_report.hpp"
 #include "sluice/error.hpp"
 #include "sluice/histogram.hpp"
+#include "sluice/tools/bench_report.hpp"
 #include "sluice/version.hpp"
 
 namespace sluice::report::detail {

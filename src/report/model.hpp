@@ -10,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "sluice/report.hpp"
+#include "sluice/tools/report.hpp"
 
 namespace sluice::report::detail {
 

@@ -13,9 +13,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "sluice/bench.hpp"
-#include "sluice/bench_report.hpp"
 #include "sluice/config.hpp"
+#include "sluice/tools/bench.hpp"
+#include "sluice/tools/bench_report.hpp"
 #include "sluice/units.hpp"
 #include "support/test_util.hpp"
 

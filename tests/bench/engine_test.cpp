@@ -10,10 +10,10 @@
 
 #include <fmt/format.h>
 
-#include "sluice/bench.hpp"
-#include "sluice/bench_report.hpp"
 #include "sluice/error.hpp"
-#include "sluice/faulty_engine.hpp"
+#include "sluice/testing/faulty_engine.hpp"
+#include "sluice/tools/bench.hpp"
+#include "sluice/tools/bench_report.hpp"
 #include "support/test_util.hpp"
 
 namespace sluice::bench {

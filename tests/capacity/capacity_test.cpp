@@ -5,8 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "sluice/capacity.hpp"
 #include "sluice/error.hpp"
+#include "sluice/tools/capacity.hpp"
 
 namespace sluice::capacity {
 namespace {

@@ -5,7 +5,7 @@
 
 #include <set>
 
-#include "sluice/doctor.hpp"
+#include "sluice/tools/doctor.hpp"
 #include "sluice/units.hpp"
 #include "support/test_util.hpp"
 

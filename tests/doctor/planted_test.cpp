@@ -22,7 +22,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "sluice/doctor.hpp"
+#include "sluice/tools/doctor.hpp"
 #include "sluice/units.hpp"
 #include "support/test_util.hpp"
 

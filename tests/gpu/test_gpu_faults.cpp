@@ -15,8 +15,8 @@
 
 #include "gpu/cufile_api.hpp"
 #include "gpu_test_util.hpp"
-#include "sluice/faulty_engine.hpp"
 #include "sluice/stats.hpp"
+#include "sluice/testing/faulty_engine.hpp"
 #include "sluice/units.hpp"
 
 namespace sluice {

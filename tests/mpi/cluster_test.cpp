@@ -9,11 +9,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "sluice/bench_cluster.hpp"
-#include "sluice/cluster.hpp"
 #include "load/tensor_files.hpp"
 #include "sluice/error.hpp"
-#include "sluice/load_cluster.hpp"
+#include "sluice/tools/bench_cluster.hpp"
+#include "sluice/tools/cluster.hpp"
+#include "sluice/tools/load_cluster.hpp"
 #include "support/test_util.hpp"
 
 namespace sluice {

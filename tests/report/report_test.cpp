@@ -12,10 +12,10 @@
 #include "report/charts.hpp"
 #include "report/model.hpp"
 #include "report/rerun.hpp"
-#include "sluice/bench_report.hpp"
 #include "sluice/error.hpp"
 #include "sluice/histogram.hpp"
-#include "sluice/report.hpp"
+#include "sluice/tools/bench_report.hpp"
+#include "sluice/tools/report.hpp"
 #include "support/test_util.hpp"
 
 namespace sluice::report {

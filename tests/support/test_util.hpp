@@ -18,6 +18,7 @@
 #include "sluice/config.hpp"
 #include "sluice/error.hpp"
 #include "sluice/io_engine.hpp"
+#include "sluice/testing/engine_factory.hpp"
 #include "sluice/transfer.hpp"
 
 namespace sluice::test {

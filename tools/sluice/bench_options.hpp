@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "sluice/bench.hpp"
+#include "sluice/tools/bench.hpp"
 
 namespace sluice::cli {
 

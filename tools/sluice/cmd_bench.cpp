@@ -1,6 +1,6 @@
 // sluice bench: the gdsio- and fio-class benchmark. Parses two option syntaxes (sluice's long
 // options and gdsio's short ones) into one bench::Plan, runs it through the library and prints
-// the table, gdsio lines, JSON and CSV. All logic lives in the library (sluice/bench.hpp).
+// the table, gdsio lines, JSON and CSV. All logic lives in the library (sluice/tools/bench.hpp).
 #include <signal.h>
 #include <unistd.h>
 
@@ -17,12 +17,12 @@
 #include "cli_util.hpp"
 #include "commands.hpp"
 #include "job.hpp"
-#include "sluice/bench.hpp"
-#include "sluice/bench_cluster.hpp"
-#include "sluice/bench_report.hpp"
-#include "sluice/report.hpp"
-#include "sluice/cluster.hpp"
 #include "sluice/error.hpp"
+#include "sluice/tools/bench.hpp"
+#include "sluice/tools/bench_cluster.hpp"
+#include "sluice/tools/bench_report.hpp"
+#include "sluice/tools/cluster.hpp"
+#include "sluice/tools/report.hpp"
 
 namespace sluice::cli {
 namespace {

@@ -7,7 +7,7 @@
 
 #include "cli_util.hpp"
 #include "commands.hpp"
-#include "sluice/check.hpp"
+#include "sluice/tools/check.hpp"
 
 namespace sluice::cli {
 namespace {

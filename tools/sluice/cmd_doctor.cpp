@@ -10,7 +10,7 @@
 #include "bench_options.hpp"
 #include "cli_util.hpp"
 #include "commands.hpp"
-#include "sluice/doctor.hpp"
+#include "sluice/tools/doctor.hpp"
 
 namespace sluice::cli {
 namespace {

@@ -15,9 +15,9 @@
 #include "cli_util.hpp"
 #include "commands.hpp"
 #include "job.hpp"
-#include "sluice/cluster.hpp"
 #include "sluice/load.hpp"
-#include "sluice/load_cluster.hpp"
+#include "sluice/tools/cluster.hpp"
+#include "sluice/tools/load_cluster.hpp"
 #include "sluice/units.hpp"
 
 namespace sluice::cli {

@@ -1,4 +1,4 @@
-// sluice plan: the ingest capacity model (sluice/capacity.hpp) from the command line. Parses
+// sluice plan: the ingest capacity model (sluice/tools/capacity.hpp) from the command line. Parses
 // the demand and the fabric, optionally reads a `sluice bench --json` report for the measured
 // per-node figure, and prints the per-link table or JSON.
 #include <cstdio>
@@ -10,7 +10,7 @@
 
 #include "cli_util.hpp"
 #include "commands.hpp"
-#include "sluice/capacity.hpp"
+#include "sluice/tools/capacity.hpp"
 
 namespace sluice::cli {
 namespace {

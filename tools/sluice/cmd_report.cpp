@@ -6,7 +6,7 @@
 
 #include "cli_util.hpp"
 #include "commands.hpp"
-#include "sluice/report.hpp"
+#include "sluice/tools/report.hpp"
 
 namespace sluice::cli {
 namespace {

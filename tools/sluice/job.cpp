@@ -7,7 +7,7 @@
 
 #include "cli_util.hpp"
 #ifdef SLUICE_WITH_MPI
-#include "sluice/mpi.hpp"
+#include "sluice/tools/mpi.hpp"
 #endif
 
 namespace sluice::cli {

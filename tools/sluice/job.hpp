@@ -1,13 +1,13 @@
 // The communicator of a command run as every process of a parallel job (sluice bench, sluice
-// load), and how a rank that failed ends the job. The MPI communicator lives in sluice_mpi, which
-// only the CLI links (include/sluice/mpi.hpp), so choosing it is the CLI's part; what the ranks
-// do together is the library's (bench_cluster.hpp, load_cluster.hpp). docs/mpi.md.
+// load), and how a rank that failed ends the job. The MPI communicator is libsluice_tools'
+// (sluice/tools/mpi.hpp), and choosing it is the CLI's part; what the ranks do together is the
+// library's (sluice/tools/bench_cluster.hpp, sluice/tools/load_cluster.hpp). docs/mpi.md.
 #pragma once
 
 #include <exception>
 #include <memory>
 
-#include "sluice/cluster.hpp"
+#include "sluice/tools/cluster.hpp"
 
 namespace sluice::cli {
 

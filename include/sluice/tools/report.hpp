@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "sluice/export.hpp"
+
 namespace sluice::report {
 
 /// One `sluice bench --json` document and how the page names it.
@@ -29,7 +31,7 @@ struct ChartLibrary {
   std::string versions;  ///< "vega 6.4.0, vega-lite 6.4.3, vega-embed 7.3.0"
   std::string missing;   ///< why not ("npm was not found when sluice was built", ...)
 };
-[[nodiscard]] ChartLibrary chart_library();
+[[nodiscard]] SLUICE_API ChartLibrary chart_library();
 
 /// The most latency-percentile, distribution and timeline series one chart draws; the tables
 /// list every one.
@@ -37,17 +39,17 @@ inline constexpr std::size_t max_chart_series = 16;
 
 /// The whole page. Throws a usage Error naming the input when a document is not JSON, is not a
 /// `sluice bench` result, or has a schema this sluice cannot read, and when `inputs` is empty.
-[[nodiscard]] std::string render_html(const std::vector<Input>& inputs,
-                                      const Options& options = {});
+[[nodiscard]] SLUICE_API std::string render_html(const std::vector<Input>& inputs,
+                                                 const Options& options = {});
 
 /// Reads the files; labels[i] names file i (default: the file name without ".json"). Throws a
 /// usage Error for an unreadable file or more labels than files.
-[[nodiscard]] std::vector<Input> read_inputs(const std::vector<std::string>& paths,
-                                             const std::vector<std::string>& labels = {});
+[[nodiscard]] SLUICE_API std::vector<Input> read_inputs(
+    const std::vector<std::string>& paths, const std::vector<std::string>& labels = {});
 
 /// render_html() written to `out` (through a temporary file, so a failed run leaves no half
 /// page). What `sluice bench --report FILE` calls with its own JSON document.
-void write_html(const std::filesystem::path& out, const std::vector<Input>& inputs,
-                const Options& options = {});
+SLUICE_API void write_html(const std::filesystem::path& out, const std::vector<Input>& inputs,
+                           const Options& options = {});
 
 }  // namespace sluice::report

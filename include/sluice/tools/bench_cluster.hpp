@@ -12,8 +12,9 @@
 #include <string_view>
 #include <vector>
 
-#include "sluice/bench.hpp"
-#include "sluice/cluster.hpp"
+#include "sluice/export.hpp"
+#include "sluice/tools/bench.hpp"
+#include "sluice/tools/cluster.hpp"
 
 namespace sluice::bench {
 
@@ -26,8 +27,8 @@ struct RankRun {
   RunResult result;
 };
 /// A RankRun as a compact JSON document (histograms included) and back.
-[[nodiscard]] std::string rank_run_to_wire(const RankRun& r);
-[[nodiscard]] RankRun rank_run_from_wire(std::string_view text);
+[[nodiscard]] SLUICE_API std::string rank_run_to_wire(const RankRun& r);
+[[nodiscard]] SLUICE_API RankRun rank_run_from_wire(std::string_view text);
 
 struct RankRow {
   int rank = 0;
@@ -77,13 +78,13 @@ struct ClusterRun {
 
 /// Combines the ranks' results of one phase. The aggregate's error names the first failed rank
 /// and host. With `stonewall_mode` non-empty, fills `stonewall` from the ranks' stopped_bytes.
-[[nodiscard]] ClusterRun aggregate_ranks(const std::vector<RankRun>& ranks,
-                                         const std::string& stonewall_mode = {});
+[[nodiscard]] SLUICE_API ClusterRun aggregate_ranks(const std::vector<RankRun>& ranks,
+                                                    const std::string& stonewall_mode = {});
 
 /// Per-rank rows and the slowest rank, under the aggregate's row.
-[[nodiscard]] std::string rank_table(const ClusterRun& c);
+[[nodiscard]] SLUICE_API std::string rank_table(const ClusterRun& c);
 /// CSV: the bench columns with "rank,host" in front; a row "all" (the aggregate) and one per rank.
-[[nodiscard]] std::string cluster_csv(const std::vector<ClusterRun>& runs);
+[[nodiscard]] SLUICE_API std::string cluster_csv(const std::vector<ClusterRun>& runs);
 
 struct ClusterInfo {
   int world_size = 1;
@@ -95,9 +96,9 @@ struct ClusterInfo {
 };
 /// The bench report (report_json) over the aggregates, each result with an "mpi" object and a
 /// top-level "mpi" (docs/mpi.md lists the fields).
-[[nodiscard]] std::string cluster_report_json(const Plan& plan, std::string_view command,
-                                              const std::vector<ClusterRun>& runs,
-                                              const ClusterInfo& info);
+[[nodiscard]] SLUICE_API std::string cluster_report_json(const Plan& plan, std::string_view command,
+                                                         const std::vector<ClusterRun>& runs,
+                                                         const ClusterInfo& info);
 
 struct ClusterOptions {
   bool rotate = false;     ///< reads go to rank (r + shift) % N's files
@@ -106,18 +107,18 @@ struct ClusterOptions {
 };
 
 /// The placeholders of the plan's files, --dir and device expanded for `where`.
-[[nodiscard]] Workload expand_workload(const Workload& w, const ClusterEnv& where);
+[[nodiscard]] SLUICE_API Workload expand_workload(const Workload& w, const ClusterEnv& where);
 /// --rotate's partner: the rank whose files rank `rank` reads. `hosts` is every rank's host;
 /// the shift is the number of ranks on this rank's host when there are several hosts (so the
 /// partner is on another host, IOR's -C), else 1.
-[[nodiscard]] int rotate_partner(int rank, const std::vector<std::string>& hosts);
+[[nodiscard]] SLUICE_API int rotate_partner(int rank, const std::vector<std::string>& hosts);
 
 /// Runs the plan on every process of `comm` (each calls it). Rank 0 gets every phase through
 /// `on_phase` and the returned vector; the others get an empty vector. A failed phase on any
 /// rank stops every rank after that phase, with the error in the aggregate. An exception (bad
 /// workload, missing file) propagates on the rank that threw: the caller must end the job
 /// (Communicator::abort), as the others wait for it in a collective call.
-std::vector<ClusterRun> run_plan_on_cluster(
+SLUICE_API std::vector<ClusterRun> run_plan_on_cluster(
     Communicator& comm, const ClusterEnv& where, const Plan& plan, const ClusterOptions& options,
     const std::function<void(const ClusterRun&)>& on_phase = {}, const ProgressFn& progress = {},
     std::vector<std::string>* hosts_out = nullptr);

@@ -2,13 +2,15 @@
 // checkpoint's tensors (LoadOptions::rank/world), the ranks start together, and rank 0 combines
 // their bytes and wall-clock windows the way IOR does (all bytes over the latest end minus the
 // earliest start, the slowest rank named). As for bench (bench_cluster.hpp), the communicator
-// comes from the caller: libsluice never links MPI. docs/mpi.md.
+// comes from the caller (make_mpi_communicator, sluice/tools/mpi.hpp, or another). Part of
+// libsluice_tools: libsluice never links MPI. docs/mpi.md.
 #pragma once
 
 #include <optional>
 
-#include "sluice/cluster.hpp"
+#include "sluice/export.hpp"
 #include "sluice/load.hpp"
+#include "sluice/tools/cluster.hpp"
 
 namespace sluice {
 
@@ -23,7 +25,7 @@ struct LoadShare {
 /// neither), else from the launcher's variables when they say more than one process, else 0 of
 /// 1. Throws a usage Error for a rank without a world or the reverse, a world below 1, or a rank
 /// not below the world.
-[[nodiscard]] LoadShare load_share(int rank, int world, const ClusterEnv& env);
+[[nodiscard]] SLUICE_API LoadShare load_share(int rank, int world, const ClusterEnv& env);
 
 struct ClusterLoad {
   LoadedTensors loaded;
@@ -37,7 +39,8 @@ struct ClusterLoad {
 /// travel to rank 0, and rank 0 gets the aggregate. Without, a plain load(). An exception (bad
 /// file, failed read) propagates on the rank that threw: the caller must end the job
 /// (Communicator::abort), as the others wait for it in a collective call.
-[[nodiscard]] ClusterLoad load_on_cluster(Communicator* comm, const ClusterEnv& where,
-                                          const Checkpoint& checkpoint, const LoadOptions& options);
+[[nodiscard]] SLUICE_API ClusterLoad load_on_cluster(Communicator* comm, const ClusterEnv& where,
+                                                     const Checkpoint& checkpoint,
+                                                     const LoadOptions& options);
 
 }  // namespace sluice

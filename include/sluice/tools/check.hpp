@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "sluice/config.hpp"
+#include "sluice/export.hpp"
 
 namespace sluice::check {
 
@@ -89,10 +90,10 @@ struct Report {
 
 /// Inspects the machine and each of `paths` (files, folders or block devices) under the
 /// process-wide configuration. Never throws for a bad path: its PathReport carries the error.
-[[nodiscard]] Report inspect(const std::vector<std::string>& paths);
+[[nodiscard]] SLUICE_API Report inspect(const std::vector<std::string>& paths);
 
 /// The report as the JSON object `sluice check --json` prints, and as human text.
-[[nodiscard]] std::string to_json(const Report& r);
-[[nodiscard]] std::string to_text(const Report& r);
+[[nodiscard]] SLUICE_API std::string to_json(const Report& r);
+[[nodiscard]] SLUICE_API std::string to_text(const Report& r);
 
 }  // namespace sluice::check

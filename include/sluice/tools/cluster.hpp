@@ -2,8 +2,8 @@
 // rank and world size come from the launcher's environment (mpirun, srun, torchrun...), so a
 // command splits its work without flags; a Communicator carries the few collective operations
 // `sluice bench` and `sluice load` need (barrier, gather to rank 0, broadcast). libsluice never
-// links MPI: the MPI communicator lives in sluice_mpi (include/sluice/mpi.hpp), which only the
-// CLI links, and a job of one process uses the single-process communicator. docs/mpi.md.
+// links MPI: the MPI communicator is libsluice_tools' (sluice/tools/mpi.hpp), and a job of one
+// process uses the single-process communicator. docs/mpi.md.
 #pragma once
 
 #include <cstdint>
@@ -14,13 +14,15 @@
 #include <string_view>
 #include <vector>
 
+#include "sluice/export.hpp"
+
 namespace sluice {
 
 /// Which launcher's variables the position came from.
 enum class Launcher : std::uint8_t { none, openmpi, pmix, pmi, slurm, torchrun };
-[[nodiscard]] std::string_view to_string(Launcher l) noexcept;
+[[nodiscard]] SLUICE_API std::string_view to_string(Launcher l) noexcept;
 /// Launchers that start an MPI job: a process may call MPI_Init and find the others.
-[[nodiscard]] bool is_mpi_launcher(Launcher l) noexcept;
+[[nodiscard]] SLUICE_API bool is_mpi_launcher(Launcher l) noexcept;
 
 struct ClusterEnv {
   int rank = 0;
@@ -41,20 +43,21 @@ using EnvLookup = std::function<std::optional<std::string>(const char* name)>;
 /// batch script is not mistaken for rank 0 of N) and torchrun (RANK, WORLD_SIZE, LOCAL_RANK,
 /// LOCAL_WORLD_SIZE). None: rank 0 of 1. A variable that is not a number, or a rank outside the
 /// world, throws a usage Error naming it.
-[[nodiscard]] ClusterEnv detect_cluster_env(const EnvLookup& env);
+[[nodiscard]] SLUICE_API ClusterEnv detect_cluster_env(const EnvLookup& env);
 /// The same from the process environment, with this host's name.
-[[nodiscard]] ClusterEnv detect_cluster_env();
+[[nodiscard]] SLUICE_API ClusterEnv detect_cluster_env();
 /// gethostname(), short of nothing ("" when it fails).
-[[nodiscard]] std::string host_name();
+[[nodiscard]] SLUICE_API std::string host_name();
 
 /// Replaces {rank}, {local_rank}, {world_size} and {host} in a path or device spec ("{{" and
 /// "}}" are literal braces). Any other {name} throws a usage Error listing the four.
-[[nodiscard]] std::string expand_placeholders(std::string_view text, const ClusterEnv& where);
+[[nodiscard]] SLUICE_API std::string expand_placeholders(std::string_view text,
+                                                         const ClusterEnv& where);
 /// Whether the text has a placeholder.
-[[nodiscard]] bool has_placeholders(std::string_view text) noexcept;
+[[nodiscard]] SLUICE_API bool has_placeholders(std::string_view text) noexcept;
 
 /// The NUMA node of a PCI function from sysfs (bus id "0000:17:00.0"), -1 when unknown.
-[[nodiscard]] int pci_numa_node(std::string_view bus_id);
+[[nodiscard]] SLUICE_API int pci_numa_node(std::string_view bus_id);
 
 /// One process's share of a job-wide operation (sluice load under MPI): bytes moved between
 /// two wall-clock instants (unix seconds).
@@ -67,8 +70,8 @@ struct RankSpan {
   std::string error;
 };
 /// The spans as one line of text and back (what travels to rank 0).
-[[nodiscard]] std::string to_wire(const RankSpan& s);
-[[nodiscard]] RankSpan span_from_wire(std::string_view text);
+[[nodiscard]] SLUICE_API std::string to_wire(const RankSpan& s);
+[[nodiscard]] SLUICE_API RankSpan span_from_wire(std::string_view text);
 
 /// IOR's aggregate over the ranks: all bytes over (latest end - earliest start), with the
 /// slowest rank (lowest bytes over its own time).
@@ -82,13 +85,13 @@ struct SpanAggregate {
   double slowest_gib_per_s = 0;
   std::string error;  ///< "rank R on HOST: ..." of the first failed rank
 };
-[[nodiscard]] SpanAggregate aggregate_spans(const std::vector<RankSpan>& spans);
+[[nodiscard]] SLUICE_API SpanAggregate aggregate_spans(const std::vector<RankSpan>& spans);
 /// Wall-clock now, unix seconds.
-[[nodiscard]] double unix_now();
+[[nodiscard]] SLUICE_API double unix_now();
 
 /// The collective operations the commands need. Every process of the job must make the same
 /// calls in the same order.
-class Communicator {
+class SLUICE_API Communicator {
  public:
   virtual ~Communicator() = default;
   [[nodiscard]] virtual int rank() const noexcept = 0;
@@ -115,6 +118,6 @@ class Communicator {
 };
 
 /// The communicator of a job of one process.
-[[nodiscard]] std::unique_ptr<Communicator> make_single_communicator();
+[[nodiscard]] SLUICE_API std::unique_ptr<Communicator> make_single_communicator();
 
 }  // namespace sluice

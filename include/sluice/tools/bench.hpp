@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "sluice/device.hpp"
+#include "sluice/export.hpp"
 #include "sluice/histogram.hpp"
 #include "sluice/units.hpp"
 
@@ -32,25 +33,25 @@ enum class XferType : int {
   automatic = 100,       ///< whatever the library chooses for device memory (path auto)
 };
 
-[[nodiscard]] std::string_view to_string(XferType x) noexcept;
+[[nodiscard]] SLUICE_API std::string_view to_string(XferType x) noexcept;
 /// gdsio's XferType spelling in its result line: GPUD, CPUONLY, CPU_GPU, ...
-[[nodiscard]] std::string_view gdsio_name(XferType x) noexcept;
+[[nodiscard]] SLUICE_API std::string_view gdsio_name(XferType x) noexcept;
 /// A name ("cpu-only", "cpu_only", "CPUONLY", "auto") or a gdsio number ("1"). Throws a usage
 /// Error that lists the valid types for anything else.
-[[nodiscard]] XferType parse_xfer(std::string_view text);
+[[nodiscard]] SLUICE_API XferType parse_xfer(std::string_view text);
 /// "all" or a comma list of types.
-[[nodiscard]] std::vector<XferType> parse_xfer_list(std::string_view text);
+[[nodiscard]] SLUICE_API std::vector<XferType> parse_xfer_list(std::string_view text);
 /// Every supported type, in the order `--compare all` runs them.
-[[nodiscard]] std::vector<XferType> all_xfers();
-[[nodiscard]] bool uses_gpu(XferType x) noexcept;
+[[nodiscard]] SLUICE_API std::vector<XferType> all_xfers();
+[[nodiscard]] SLUICE_API bool uses_gpu(XferType x) noexcept;
 
 enum class RwMode : std::uint8_t { read, write, randread, randwrite, rw, randrw };
-[[nodiscard]] std::string_view to_string(RwMode m) noexcept;
+[[nodiscard]] SLUICE_API std::string_view to_string(RwMode m) noexcept;
 /// "read" | "write" | "randread" | "randwrite" | "rw" | "randrw", or gdsio's -I number 0-3.
-[[nodiscard]] RwMode parse_rw(std::string_view text);
-[[nodiscard]] bool is_random(RwMode m) noexcept;
-[[nodiscard]] bool does_reads(RwMode m) noexcept;
-[[nodiscard]] bool does_writes(RwMode m) noexcept;
+[[nodiscard]] SLUICE_API RwMode parse_rw(std::string_view text);
+[[nodiscard]] SLUICE_API bool is_random(RwMode m) noexcept;
+[[nodiscard]] SLUICE_API bool does_reads(RwMode m) noexcept;
+[[nodiscard]] SLUICE_API bool does_writes(RwMode m) noexcept;
 
 struct Workload {
   std::vector<std::string> files;   ///< thread t works on files[t % n]; threads on one file split it
@@ -95,14 +96,14 @@ struct Workload {
 };
 
 /// Checks what can be checked without touching files; throws a usage Error with the reason.
-void validate(const Workload& w);
+SLUICE_API void validate(const Workload& w);
 /// Whether a workload runs on the engine loop (cpu-only, offsets and sizes 4 KiB multiples, not
 /// `via_library`); every other workload goes through the public transfer API.
-[[nodiscard]] bool runs_engine_loop(const Workload& w) noexcept;
+[[nodiscard]] SLUICE_API bool runs_engine_loop(const Workload& w) noexcept;
 
 /// "4K" -> {4096}; "4K:1M:x2" -> 4K, 8K, ... 1M; "4K:16K:4K" -> 4K, 8K, 12K, 16K (gdsio's
 /// min:max:step). Throws a usage Error on a malformed or empty range.
-[[nodiscard]] std::vector<std::uint64_t> parse_block_sizes(std::string_view spec);
+[[nodiscard]] SLUICE_API std::vector<std::uint64_t> parse_block_sizes(std::string_view spec);
 
 struct Sample {
   double t = 0;          ///< seconds since the measured phase began (end of the interval)
@@ -129,7 +130,7 @@ struct DirectionStats {
   }
 };
 
-struct RunResult {
+struct SLUICE_API RunResult {
   XferType xfer = XferType::cpu_only;
   RwMode rw = RwMode::read;
   std::string phase = "run";   ///< "run", or "verify" for the read-back after a --verify write
@@ -199,12 +200,14 @@ struct RunHooks {
 /// (usage Errors for bad arguments); a failure during the run does not: it stops every thread
 /// and returns what was measured so far with `error` set. A --verify write returns its write
 /// result; run_plan adds the read-back.
-[[nodiscard]] RunResult run_workload(const Workload& w, const ProgressFn& progress = {});
+[[nodiscard]] SLUICE_API RunResult run_workload(const Workload& w, const ProgressFn& progress = {});
 /// The same, with hooks (a warm-up runs them too, so every process makes the same calls).
-[[nodiscard]] RunResult run_workload(const Workload& w, const ProgressFn& progress, const RunHooks& hooks);
+[[nodiscard]] SLUICE_API RunResult run_workload(const Workload& w, const ProgressFn& progress,
+                                                const RunHooks& hooks);
 /// The read-back of a --verify write: reads the range the write covered and checks it.
-[[nodiscard]] RunResult verify_written(const Workload& w, const RunResult& write,
-                                       const ProgressFn& progress = {}, const RunHooks& hooks = {});
+[[nodiscard]] SLUICE_API RunResult verify_written(const Workload& w, const RunResult& write,
+                                                  const ProgressFn& progress = {},
+                                                  const RunHooks& hooks = {});
 
 struct Plan {
   Workload workload;
@@ -227,9 +230,9 @@ struct PlanHooks {
   RunHooks run;
 };
 
-std::vector<RunResult> run_plan(const Plan& plan,
-                                const std::function<void(const RunResult&)>& on_result = {},
-                                const ProgressFn& progress = {}, const PlanHooks& hooks = {});
+SLUICE_API std::vector<RunResult> run_plan(
+    const Plan& plan, const std::function<void(const RunResult&)>& on_result = {},
+    const ProgressFn& progress = {}, const PlanHooks& hooks = {});
 
 /// Medians over the rounds of each (block size, transfer type), with ratios to the first type.
 struct Summary {
@@ -244,21 +247,23 @@ struct Summary {
   double ratio = 1;   ///< gib_per_s / the first type's at this block size
   std::string path;
 };
-[[nodiscard]] std::vector<Summary> summarize(const std::vector<RunResult>& runs);
+[[nodiscard]] SLUICE_API std::vector<Summary> summarize(const std::vector<RunResult>& runs);
 
 /// The median of `v` (the mean of the middle two for an even count; 0 when empty).
-[[nodiscard]] double median(std::vector<double> v);
+[[nodiscard]] SLUICE_API double median(std::vector<double> v);
 
 /// Drops the page cache of `files` (all of it as root, else each file's with fadvise); returns
 /// how, for the record: drop_page_cache(files, DropScope::system) (sluice/page_cache.hpp).
-std::string drop_caches(const std::vector<std::string>& files);
+SLUICE_API std::string drop_caches(const std::vector<std::string>& files);
 
 /// The verification pattern: a function of (seed, file offset) only, so data written with any
 /// block size, thread count or order checks the same.
-void fill_pattern(std::byte* dst, std::uint64_t file_offset, std::size_t len, std::uint64_t seed);
+SLUICE_API void fill_pattern(std::byte* dst, std::uint64_t file_offset, std::size_t len,
+                             std::uint64_t seed);
 /// The file offset of the first byte that differs from the pattern, or nullopt.
-[[nodiscard]] std::optional<std::uint64_t> check_pattern(const std::byte* src,
-                                                         std::uint64_t file_offset,
-                                                         std::size_t len, std::uint64_t seed);
+[[nodiscard]] SLUICE_API std::optional<std::uint64_t> check_pattern(const std::byte* src,
+                                                                    std::uint64_t file_offset,
+                                                                    std::size_t len,
+                                                                    std::uint64_t seed);
 
 }  // namespace sluice::bench

@@ -14,6 +14,8 @@
 #include <string_view>
 #include <vector>
 
+#include "sluice/export.hpp"
+
 namespace sluice::capacity {
 
 struct Inputs {
@@ -37,7 +39,7 @@ struct Inputs {
   std::string measured_from;  ///< where the measured figure came from
 };
 
-struct Link {
+struct SLUICE_API Link {
   std::string name;         ///< "storage servers", "core network", "node NICs", ...
   std::string what;         ///< one line: what the capacity is made of
   std::uint64_t count = 0;  ///< instances in the cluster
@@ -50,7 +52,7 @@ struct Link {
   [[nodiscard]] double headroom() const noexcept;
 };
 
-struct Result {
+struct SLUICE_API Result {
   Inputs inputs;
   std::uint64_t nodes = 0;
   double per_gpu = 0;  ///< bytes/s each GPU ingests
@@ -69,26 +71,26 @@ struct Result {
 
 /// PCIe x16 bandwidth per direction, raw (before efficiency), bytes/s: 3: 15.75e9 ... 6: 126e9.
 /// Throws a usage Error for other generations.
-[[nodiscard]] double pcie_x16_bytes_per_s(unsigned gen);
+[[nodiscard]] SLUICE_API double pcie_x16_bytes_per_s(unsigned gen);
 
 /// Checks the inputs (usage Error naming the bad one) and computes every link.
-[[nodiscard]] Result model(const Inputs& in);
+[[nodiscard]] SLUICE_API Result model(const Inputs& in);
 
 /// The measured read bandwidth per node from a `sluice bench` JSON report: the best read
 /// result; under MPI the slowest host's bytes over the common window. Sets
 /// measured_node_bytes_per_s and measured_from. Throws a usage Error when the report has no read.
-void use_bench_report(Inputs& in, std::string_view report_json, std::string_view source);
+SLUICE_API void use_bench_report(Inputs& in, std::string_view report_json, std::string_view source);
 
 /// "1.2TB/s", "25 GB/s", "3GiB/s", "400Gb/s" (bits), "1e9" (bytes/s) -> bytes per second.
-[[nodiscard]] double parse_rate(std::string_view text);
+[[nodiscard]] SLUICE_API double parse_rate(std::string_view text);
 /// "40GB", "1.5 GiB", "100M" -> bytes.
-[[nodiscard]] double parse_bytes(std::string_view text);
+[[nodiscard]] SLUICE_API double parse_bytes(std::string_view text);
 /// 1.25e12 -> "1.25 TB/s".
-[[nodiscard]] std::string format_rate(double bytes_per_s);
+[[nodiscard]] SLUICE_API std::string format_rate(double bytes_per_s);
 
 /// The human report: inputs, the per-link table, the bottleneck, headroom and the largest demand.
-[[nodiscard]] std::string report_text(const Result& r);
+[[nodiscard]] SLUICE_API std::string report_text(const Result& r);
 /// The same as JSON (docs/scale.md lists the fields).
-[[nodiscard]] std::string report_json(const Result& r);
+[[nodiscard]] SLUICE_API std::string report_json(const Result& r);
 
 }  // namespace sluice::capacity

@@ -14,7 +14,8 @@
 #include <string_view>
 #include <vector>
 
-#include "sluice/bench.hpp"
+#include "sluice/export.hpp"
+#include "sluice/tools/bench.hpp"
 
 namespace sluice::doctor {
 
@@ -34,9 +35,9 @@ enum class Cause : std::uint8_t {
   device_limit,
   throttled,
 };
-[[nodiscard]] std::string_view to_string(Cause c) noexcept;
+[[nodiscard]] SLUICE_API std::string_view to_string(Cause c) noexcept;
 /// Every cause, in declaration order.
-[[nodiscard]] std::vector<Cause> all_causes();
+[[nodiscard]] SLUICE_API std::vector<Cause> all_causes();
 
 /// One measured run: the user's workload ("baseline") or a variant of it.
 struct Probe {
@@ -154,7 +155,7 @@ inline constexpr double shared_device_fraction = 0.25;
 /// blocks) after the ones that keep it, and causes with no measured gain last. Confidence is low
 /// where the baseline or a compared trial ran fewer than `confident_rounds` rounds, or shared
 /// the device with other processes' reads (`shared_device_fraction`).
-[[nodiscard]] Diagnosis diagnose(const Evidence& e);
+[[nodiscard]] SLUICE_API Diagnosis diagnose(const Evidence& e);
 
 struct Options {
   bench::Workload workload;
@@ -173,22 +174,23 @@ struct Report {
 
 /// Gathers the evidence (runs the workload and its variants, reads the platform facts) within
 /// the budget, then diagnoses it. Bad workloads throw usage Errors, as bench::run_workload does.
-[[nodiscard]] Report run(const Options& opts);
+[[nodiscard]] SLUICE_API Report run(const Options& opts);
 
 /// The report as `sluice doctor --json` prints it, and as human text.
-[[nodiscard]] std::string to_json(const Report& r);
-[[nodiscard]] std::string to_text(const Report& r);
+[[nodiscard]] SLUICE_API std::string to_json(const Report& r);
+[[nodiscard]] SLUICE_API std::string to_text(const Report& r);
 
 /// Fraction (0..1) of the pages of `files` in the page cache (sluice/residency.hpp: cachestat,
 /// else mincore); -1 when none could be probed (missing or empty files).
-[[nodiscard]] double cached_fraction(const std::vector<std::string>& files);
+[[nodiscard]] SLUICE_API double cached_fraction(const std::vector<std::string>& files);
 /// Drops the clean page cache of `files` (fdatasync, then fadvise DONTNEED); never the whole
 /// system's: drop_page_cache(files, DropScope::files) (sluice/page_cache.hpp).
-void drop_file_cache(const std::vector<std::string>& files);
+SLUICE_API void drop_file_cache(const std::vector<std::string>& files);
 /// The cgroup (v1 blkio.throttle.* or v2 io.max) limits on this process's cgroup and its
 /// ancestors for any of the devices `devnos` ("major:minor").
-[[nodiscard]] std::vector<Throttle> cgroup_throttles(const std::vector<std::string>& devnos);
+[[nodiscard]] SLUICE_API std::vector<Throttle> cgroup_throttles(
+    const std::vector<std::string>& devnos);
 /// Bandwidth in GiB/s of a PCIe link from sysfs strings ("8.0 GT/s PCIe", "4"); 0 if unparsable.
-[[nodiscard]] double pcie_gib_s(std::string_view speed, std::string_view width);
+[[nodiscard]] SLUICE_API double pcie_gib_s(std::string_view speed, std::string_view width);
 
 }  // namespace sluice::doctor

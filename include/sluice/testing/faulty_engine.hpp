@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "sluice/export.hpp"
 #include "sluice/io_engine.hpp"
 
 namespace sluice {
@@ -40,9 +41,9 @@ struct RandomFaults {
 /// Parses SLUICE_FAULTS: comma-separated `eio=P`, `enospc=P`, `eagain=P`, `eintr=P`, `short=P`,
 /// `delay=P[:DURATION]` (DURATION as parse_duration reads it: 500us, 2ms, 1s; default 1ms), `seed=N`, `only=read|write`,
 /// `log=FILE`. Throws a usage Error naming SLUICE_FAULTS and the item it cannot read.
-[[nodiscard]] RandomFaults parse_faults(std::string_view spec);
+[[nodiscard]] SLUICE_API RandomFaults parse_faults(std::string_view spec);
 
-class FaultyEngine final : public IoEngine {
+class SLUICE_API FaultyEngine final : public IoEngine {
  public:
   FaultyEngine(std::unique_ptr<IoEngine> inner, FaultPlan plan);
   FaultyEngine(std::unique_ptr<IoEngine> inner, RandomFaults faults);

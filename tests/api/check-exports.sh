@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# What a Sluice library exports, checked against one rule: every exported (dynamic, defined)
+# symbol is a name of namespace sluice that is not in sluice::detail. Demangled, a symbol's
+# name is what precedes its parameter list, after the prefix that says what kind of object it is
+# ("vtable for ", "typeinfo for ", "typeinfo name for ", "guard variable for ", "VTT for ",
+# "non-virtual thunk to ", "virtual thunk to "); that name must start with "sluice::" and must
+# not start with "sluice::detail::". So fmt::, nlohmann::, std:: (a template instantiated over
+# an exported type included), a C name, a sluice::detail:: helper and anything the linker adds
+# fail the check. Hidden visibility, SLUICE_API (include/sluice/export.hpp) and the version
+# script src/libsluice.map decide what is exported; this check is what keeps the answer honest.
+#
+# usage: check-exports.sh LIBRARY [FORBIDDEN_NEEDED_REGEX]
+#          LIBRARY's exported symbols; with a regex, also fails when a DT_NEEDED entry of
+#          LIBRARY matches it (libsluice must not load MPI or hwloc).
+#        check-exports.sh --names FILE
+#          judges the demangled names in FILE, one a line, instead (the self-test).
+# Prints each offending symbol and exits 1; prints the count of exported symbols and exits 0
+# when all pass; exits 2 on bad usage.
+set -euo pipefail
+if [[ ${1:-} == --names ]]; then
+  names=$(cat "${2:?usage: check-exports.sh --names FILE}")
+  what=${2}
+else
+  lib=${1:?usage: check-exports.sh LIBRARY [FORBIDDEN_NEEDED_REGEX]}
+  [[ -f $lib ]] || { echo "check-exports: no such library: $lib" >&2; exit 2; }
+  # nm -D --defined-only: the dynamic symbols the library defines; -C demangles; the name is
+  # what follows the value and the type letter.
+  names=$(nm -D --defined-only -C "$lib" | sed -E 's/^[0-9a-f]* *[A-Za-z] //')
+  what=$lib
+  if [[ -n ${2:-} ]]; then
+    needed=$(readelf -d "$lib" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p')
+    if bad_needed=$(grep -E "$2" <<<"$needed"); then
+      echo "check-exports: $lib loads what it must not: $bad_needed" >&2
+      exit 1
+    fi
+  fi
+fi
+bad=$(perl -ne '
+  chomp; my $sym = $_; next if $sym eq "";
+  my $name = $sym;
+  $name =~ s/^(?:(?:construction )?vtable for |typeinfo (?:name )?for |guard variable for |VTT for |(?:non-)?virtual thunk to )//;
+  $name =~ s/\(.*//s;  # the parameter list, and what follows it
+  print "$sym\n" unless $name =~ /^sluice::/ && $name !~ /^sluice::detail::/;
+' <<<"$names")
+count=$(grep -c . <<<"$names" || true)
+if [[ -n $bad ]]; then
+  n=$(grep -c . <<<"$bad")
+  echo "check-exports: $what exports $n of its $count symbols outside the public API (namespace sluice, not sluice::detail):" >&2
+  echo "$bad" | head -100 >&2
+  exit 1
+fi
+echo "check-exports: $what: $count exported symbols, all in namespace sluice and none in sluice::detail"
