@@ -13,7 +13,9 @@ PREFIX ?= /usr/local
 DEB_PACKAGES := build-essential cmake pkg-config g++ clang clang-format clang-tidy \
   liburing-dev libfmt-dev libcli11-dev nlohmann-json3-dev libhwloc-dev libxxhash-dev \
   libgtest-dev libgmock-dev libbenchmark-dev fio e2fsprogs util-linux python3 \
-  libclang-rt-14-dev python3-numpy openmpi-bin libopenmpi-dev chromium
+  libclang-rt-14-dev python3-numpy openmpi-bin libopenmpi-dev chromium \
+  python3-dev pybind11-dev libdlpack-dev python3-pytest python3-torch python3-venv python3-pip \
+  python3-setuptools
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # npm fetches the charting library of `sluice report` at build time: Debian's npm package, unless
@@ -92,9 +94,9 @@ tidy: build
 # What cmake/SluiceInstall.cmake and capi/ install; the installed sluice finds its libraries
 # through an $ORIGIN-relative RUNPATH, and ldconfig runs after a root install into a folder the
 # loader searches (docs/build.md). uninstall removes what the last install into PREFIX put down.
-INSTALL_TARGETS := sluice_cli sluice sluice_tools sluice_cufile
+# The Python package goes to PREFIX/lib/python3.X/dist-packages (docs/python.md).
 install: configure
-	cmake --build $(BUILD)/release -j $(JOBS) --target $(INSTALL_TARGETS)
+	cmake --build $(BUILD)/release -j $(JOBS) --target sluice_installables
 	cmake --install $(BUILD)/release --prefix $(PREFIX)
 
 uninstall:

@@ -11,15 +11,6 @@
 # run too. The install lists its files in <prefix>/share/sluice/install_manifest.txt, from which
 # `make uninstall` removes them (cmake/SluiceUninstall.cmake).
 
-# Folders that are relative to the prefix (the usual case) keep the RUNPATH relative.
-function(sluice_origin_rpath target from_dir)
-  if(IS_ABSOLUTE "${from_dir}" OR IS_ABSOLUTE "${CMAKE_INSTALL_LIBDIR}")
-    file(RELATIVE_PATH rel "${CMAKE_INSTALL_PREFIX}/${from_dir}" "${CMAKE_INSTALL_FULL_LIBDIR}")
-  else()
-    file(RELATIVE_PATH rel "/${from_dir}" "/${CMAKE_INSTALL_LIBDIR}")
-  endif()
-  set_target_properties(${target} PROPERTIES INSTALL_RPATH "$ORIGIN/${rel}")
-endfunction()
 
 install(DIRECTORY include/sluice DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
         PATTERN internal EXCLUDE)
@@ -56,6 +47,14 @@ configure_file(cmake/sluice.pc.in ${PROJECT_BINARY_DIR}/sluice.pc @ONLY)
 configure_file(cmake/sluice-tools.pc.in ${PROJECT_BINARY_DIR}/sluice-tools.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/sluice.pc ${PROJECT_BINARY_DIR}/sluice-tools.pc
         DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+
+# What `make install` builds first: what the install rules above and capi/'s put down, and the
+# Python package when it is built (python/CMakeLists.txt), not the tests.
+add_custom_target(sluice_installables)
+add_dependencies(sluice_installables sluice_cli sluice sluice_tools sluice_cufile)
+if(TARGET sluice_python)
+  add_dependencies(sluice_installables sluice_python)
+endif()
 
 # Last install steps (CMP0082 keeps install rules in declaration order): the manifest that
 # uninstall reads, then ldconfig.

@@ -11,9 +11,10 @@
 # -I<prefix>/include, and the drop-in <prefix>/lib/sluice/libcufile.so.0 loaded by name.
 # Programs linked by hand carry -Wl,-rpath,<prefix>/lib, as docs/build.md tells users to.
 # Last, the uninstall script removes every installed file again.
-# Usage: check-install.sh BUILD_DIR SOURCE_DIR
+# With PYTHON (the interpreter the Python package was built for), the installed package too.
+# Usage: check-install.sh BUILD_DIR SOURCE_DIR [PYTHON]
 set -euo pipefail
-build=$1 src=$2
+build=$1 src=$2 python=${3:-}
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/sluice-install.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 # The simulated device: host memory, unless a CUDA driver is installed (the examples then use it).
@@ -118,8 +119,23 @@ C
 cc -std=c11 -I"$tmp/prefix/include/sluice" "$tmp/dropin.c" -ldl -o "$tmp/dropin"
 clean LD_LIBRARY_PATH="$lib/sluice" "$tmp/dropin"
 
+# The Python package (when this build has it: PYTHON given): imported from another folder with
+# only PYTHONPATH set, it finds libsluice through its own RUNPATH and reads a file.
+if [ -n "$python" ]; then
+  pkg=$(find "$tmp/prefix/lib" -path '*-packages/sluice/__init__.py' | head -1)
+  [ -n "$pkg" ] || { echo "the Python package was not installed" >&2; exit 1; }
+  (cd / && clean PYTHONPATH="$(dirname "$(dirname "$pkg")")" "$python" -c '
+import sys, numpy, sluice
+buf = numpy.empty(1000000, dtype=numpy.uint8)
+with sluice.File(sys.argv[1]) as f:
+    r = f.read(buf)
+assert r.bytes == 1000000 and buf.tobytes() == open(sys.argv[1], "rb").read(), r
+print("installed python package:", sluice.__file__, r.path)
+' "$tmp/data.bin")
+fi
+
 # make uninstall's script leaves no file or link of the install behind.
 cmake -DPREFIX="$tmp/prefix" -P "$src/cmake/SluiceUninstall.cmake" >/dev/null
 left=$(find "$tmp/prefix" ! -type d)
 [ -z "$left" ] || { echo "uninstall left: $left" >&2; exit 1; }
-echo "install check: the installed sluice ran (also moved); every installed header compiles alone; find_package and pkg-config consumers of sluice::sluice (no MPI, hwloc or tools) and sluice::tools ran; so did the cuFile ones and the drop-in; uninstall removed it all"
+echo "install check: the installed sluice ran (also moved); every installed header compiles alone; find_package and pkg-config consumers of sluice::sluice (no MPI, hwloc or tools) and sluice::tools ran; so did the cuFile ones, the drop-in and (with PYTHON) the Python package; uninstall removed it all"
