@@ -26,14 +26,13 @@ def project_version():
 
 class CMakeBuild(build_ext):
     def build_extension(self, ext):
-        build = Path(self.build_temp).resolve() / "cmake"
-        subprocess.run(["cmake", "-S", str(ROOT), "-B", str(build), "-DCMAKE_BUILD_TYPE=Release",
-                        "-DSLUICE_BUILD_TESTS=OFF", "-DSLUICE_BUILD_BENCH=OFF",
-                        "-DSLUICE_BUILD_EXAMPLES=OFF", f"-DSLUICE_PYTHON={sys.executable}"],
-                       check=True)
-        jobs = os.environ.get("CMAKE_BUILD_PARALLEL_LEVEL", str(os.cpu_count() or 1))
-        subprocess.run(["cmake", "--build", str(build), "--target", "sluice_python", "-j", jobs],
-                       check=True)
+        # SLUICE_PREBUILT: a CMake build folder that already has the extension (target
+        # sluice_python), packaged as it is; the install test uses it to check the packaging in
+        # seconds (python/tests/pip-install.sh).
+        prebuilt = os.environ.get("SLUICE_PREBUILT")
+        build = Path(prebuilt).resolve() if prebuilt else Path(self.build_temp).resolve() / "cmake"
+        if not prebuilt:
+            self.cmake(build)
         built = build / "python" / "sluice"
         module = next(built.glob("_sluice*.so"), None)
         if module is None:
@@ -43,6 +42,16 @@ class CMakeBuild(build_ext):
         shutil.copy2(module, target)
         libsluice = (build / "src" / "libsluice.so.0").resolve()
         shutil.copy2(libsluice, target.parent / "libsluice.so.0")
+
+    @staticmethod
+    def cmake(build):
+        subprocess.run(["cmake", "-S", str(ROOT), "-B", str(build), "-DCMAKE_BUILD_TYPE=Release",
+                        "-DSLUICE_BUILD_TESTS=OFF", "-DSLUICE_BUILD_BENCH=OFF",
+                        "-DSLUICE_BUILD_EXAMPLES=OFF", f"-DSLUICE_PYTHON={sys.executable}"],
+                       check=True)
+        jobs = os.environ.get("CMAKE_BUILD_PARALLEL_LEVEL", str(os.cpu_count() or 1))
+        subprocess.run(["cmake", "--build", str(build), "--target", "sluice_python", "-j", jobs],
+                       check=True)
 
 
 setup(
