@@ -8,6 +8,9 @@ Cases, each round running every side once, the order of the sides rotating with 
   read 1 GiB, warm and cold:  sluice.File.read in 64 MiB calls into one NumPy buffer (O_DIRECT or
                               buffered as cache_policy auto decides) | `sluice read FILE --out
                               /dev/null` (the CLI: its process start included, as a user runs it)
+                              | the same with --piece 64M (the CLI's own pieces are 16 MiB when the
+                              cache holds the file: three such buffers stay in the CPU's cache, one
+                              64 MiB buffer does not, which decides warm reads)
   4 KiB reads, warm:          calls per second of File.read of 4 KiB at random aligned offsets
                               into one NumPy buffer | os.preadv into the same buffer
 Cold runs drop the file's pages first (fdatasync + POSIX_FADV_DONTNEED). Prints medians, the
@@ -62,9 +65,10 @@ def py_read(path, size, buf):
     return size / (time.perf_counter() - t0) / (1 << 30)
 
 
-def cli_read(sluice_bin, path, size):
+def cli_read(sluice_bin, path, size, piece="auto"):
     t0 = time.perf_counter()
-    subprocess.run([sluice_bin, "read", path, "--out", "/dev/null"], check=True, stdout=subprocess.DEVNULL)
+    subprocess.run([sluice_bin, "read", path, "--out", "/dev/null", "--piece", piece], check=True,
+                   stdout=subprocess.DEVNULL)
     return size / (time.perf_counter() - t0) / (1 << 30)
 
 
@@ -116,6 +120,13 @@ def report(title, unit, results, base, side, target=None):
     print(f"  {side} / {base}: {ratio:.3f}x (paired {paired:.3f}x){verdict}")
 
 
+
+def print_ratio(results, base, side):
+    ratio = statistics.median(results[side]) / statistics.median(results[base])
+    paired = statistics.median(a / b for a, b in zip(results[side], results[base]))
+    print(f"  {side} / {base}: {ratio:.3f}x (paired {paired:.3f}x)")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build", default="build/release")
@@ -143,13 +154,13 @@ def main():
     try:
         buf = np.empty(64 * MiB, dtype=np.uint8)
         sides = {"sluice.File.read (64 MiB)": lambda: py_read(path, size, buf),
-                 "sluice read (CLI)": lambda: cli_read(sluice_bin, path, size)}
-        warm = run_rounds(a.rounds, sides, before=lambda: warm_cache(path))
-        report("warm read of the whole file (GiB/s)", "GiB/s", warm, "sluice read (CLI)",
-               "sluice.File.read (64 MiB)", 0.97)
-        cold = run_rounds(a.rounds, sides, before=lambda: drop_cache(path))
-        report("cold read of the whole file (GiB/s)", "GiB/s", cold, "sluice read (CLI)",
-               "sluice.File.read (64 MiB)", 0.97)
+                 "sluice read (CLI)": lambda: cli_read(sluice_bin, path, size),
+                 "sluice read --piece 64M": lambda: cli_read(sluice_bin, path, size, "64M")}
+        for state, before in (("warm", lambda: warm_cache(path)), ("cold", lambda: drop_cache(path))):
+            results = run_rounds(a.rounds, sides, before=before)
+            report(f"{state} read of the whole file (GiB/s)", "GiB/s", results, "sluice read (CLI)",
+                   "sluice.File.read (64 MiB)", 0.97)
+            print_ratio(results, "sluice read --piece 64M", "sluice.File.read (64 MiB)")
         small = np.empty(4096, dtype=np.uint8)
         offsets = small_offsets(size, a.small_calls, 1)
         warm_cache(path)
