@@ -387,3 +387,19 @@ def test_errors_have_the_documented_types(tmp_path):
         sluice.load(path, rank=0, world=0)
     with pytest.raises(ValueError, match="empty"):
         sluice.load([])
+
+
+def test_every_public_name_is_exported_and_has_a_stub():
+    import ast
+
+    from sluice import _sluice
+
+    stub_path = os.path.join(os.path.dirname(_sluice.__file__), "_sluice.pyi")
+    with open(stub_path) as f:
+        tree = ast.parse(f.read())
+    stubbed = {node.name for node in tree.body if isinstance(node, (ast.ClassDef, ast.FunctionDef))}
+    stubbed |= {t.id for node in tree.body if isinstance(node, ast.AnnAssign) for t in [node.target]}
+    public = {name for name in dir(_sluice) if not name.startswith("_")} - {"Error"}
+    assert public - stubbed == set()
+    assert {"load", "Tensor", "last_load_report", "loaded_bytes_in_use", "safe_open"} <= set(sluice.__all__)
+    assert all(hasattr(sluice, name) for name in sluice.__all__)
