@@ -111,7 +111,7 @@ def load(paths: Union[PathLike, Sequence[PathLike]], device: Device = "cpu", *,
 
 
 def last_load_report() -> Optional[Result]:
-    """The Result of this thread's last load (bytes, seconds, path, reason, ios, cached_bytes);
+    """The Result of this thread's last successful load (bytes, seconds, path, reason, ios, cached_bytes);
     None before the first."""
 
 

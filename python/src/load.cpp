@@ -112,6 +112,8 @@ LoadOptions make_options(const Target& t, const Share& s) {
 py::dict load_checkpoint(const Checkpoint& cp, const py::handle& device, const Share& share) {
   const Target target = parse_target(device);
   const LoadOptions options = make_options(target, share);
+  // LoadOptions reads an empty list as "all"; in Python, tensors=[] asks for none.
+  if (share.tensors && share.tensors->empty()) return py::dict();
   auto loaded = std::make_shared<Loaded>();
   loaded->device = target.name;
   loaded->dlpack_type = target.dlpack_type;
@@ -200,7 +202,8 @@ void bind_load(py::module_& m) {
       py::arg("rank") = py::none(), py::arg("world") = py::none(), kLoadDoc);
   m.def(
       "last_load_report", []() -> std::optional<TransferResult> { return t_last_report; },
-      "The Result of this thread's last load (bytes, path, reason, seconds, ios, cached_bytes), or "
+      "The Result of this thread's last successful load (bytes, path, reason, seconds, ios, "
+      "cached_bytes), or "
       "None before "
       "the first.");
   m.def("loaded_bytes_in_use", &loaded_bytes_in_use,

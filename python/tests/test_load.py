@@ -275,6 +275,7 @@ def test_sharded_index_folder_subset_and_shares(tmp_path):
     subset = ["s1.i32.2", "s0.f32.5"]
     assert sorted(sluice.load(index, tensors=subset)) == sorted(subset)
     assert list(sluice.load(index, tensors="s0.f32.1")) == ["s0.f32.1"]
+    assert sluice.load(index, tensors=[]) == {}
     for world in (1, 2, 3, 5):
         shares = [set(sluice.load(index, rank=r, world=world)) for r in range(world)]
         assert sum(len(s) for s in shares) == len(want), world  # each tensor once...
