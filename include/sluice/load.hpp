@@ -161,12 +161,21 @@ class SLUICE_API LoadedTensors {
 
   std::shared_ptr<Device> device_;
   LoadTarget target_ = LoadTarget::pageable_host;
+  /// Counts memory_'s bytes in loaded_bytes_in_use() while this object (or the one it moved
+  /// to) lives: its deleter subtracts them. Declared before memory_, so it goes after it.
+  std::shared_ptr<const std::uint64_t> counted_;
   Memory memory_;
   std::vector<TensorInfo> infos_;  ///< what tensors_[i].info points to
   std::vector<LoadedTensor> tensors_;
   std::unordered_map<std::string_view, std::size_t> by_name_;
   TransferResult result_;
 };
+
+/// Bytes of memory that live LoadedTensors of this process hold (the allocations load() made,
+/// whatever the target; caller buffers are not counted): rises when load() allocates, falls when
+/// the last owner of a LoadedTensors is destroyed. For tests and bindings that must see memory
+/// come back (the Python package's sluice.loaded_bytes_in_use()).
+[[nodiscard]] SLUICE_API std::uint64_t loaded_bytes_in_use() noexcept;
 
 /// Plans and runs a load. Throws an Error naming the file and range on a failed read (or a file
 /// that shrank since its header was read), after every outstanding read has finished.

@@ -9,11 +9,20 @@
 ``File.read``/``write`` take NumPy arrays, PyTorch tensors (CPU or CUDA), CuPy arrays, bytearrays
 or anything with the buffer protocol, ``__cuda_array_interface__`` or ``__dlpack__``; the
 ``_async`` forms return a ``Future``. Every failure is a ``sluice.Error`` (an ``OSError``).
-docs/python.md has the whole API.
+
+Tensor files (safetensors, .npy, sharded checkpoints, folders):
+
+    tensors = sluice.load("model.safetensors", device="cuda:0")   # {name: sluice.Tensor}
+    w = torch.from_dlpack(tensors["w"])                            # no copy
+    print(sluice.last_load_report())                               # path, reason, bytes, seconds
+
+and the drop-ins ``sluice.torch.load_file``, ``sluice.numpy.load_file`` and ``sluice.safe_open``
+for safetensors' functions of those names. docs/python.md has the whole API.
 """
 
 from ._errors import Error, FileExistsError, FileNotFoundError, IsADirectoryError, PermissionError
-from ._sluice import File, Future, Result, __version__
+from ._safe_open import safe_open
+from ._sluice import File, Future, Result, Tensor, __version__, last_load_report, load, loaded_bytes_in_use
 
 __all__ = [
     "Error",
@@ -24,5 +33,10 @@ __all__ = [
     "IsADirectoryError",
     "PermissionError",
     "Result",
+    "Tensor",
     "__version__",
+    "last_load_report",
+    "load",
+    "loaded_bytes_in_use",
+    "safe_open",
 ]

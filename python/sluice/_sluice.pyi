@@ -1,11 +1,12 @@
 """Type stubs of the extension module sluice._sluice (python/src/)."""
 
-from typing import Any, Optional, Union
+import os
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 __version__: str
 
 Buffer = Any  # NumPy array, PyTorch tensor, CuPy array, bytearray, memoryview, ...: docs/python.md
-Device = Union[None, str, Any]  # None, "cpu", "sim", "cuda", "cuda:N", or a torch.device
+Device = Union[None, str, int, Any]  # None, "cpu", "sim", "cuda", "cuda:N", ("pinned", "auto", an int N: load), a torch.device
 
 
 class Result:
@@ -62,3 +63,68 @@ class File:
                    device: Device = None, path: Optional[str] = None) -> Future: ...
     def write_async(self, buf: Buffer, offset: int = 0, size: Optional[int] = None, *,
                     device: Device = None, path: Optional[str] = None) -> Future: ...
+
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+class Tensor:
+    """One loaded tensor (sluice.load). Frameworks take it through DLPack without a copy
+    (torch.from_dlpack, numpy.from_dlpack); the memory of its load is freed when the last tensor
+    made from that load, sluice's or a framework's, goes."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def dtype(self) -> str:
+        """The safetensors spelling ("F32", "BF16", "BOOL"; "C128"), or an .npy descr sluice has no
+        name for ("|S5", ">i4")."""
+    @property
+    def shape(self) -> Tuple[int, ...]: ...
+    @property
+    def nbytes(self) -> int: ...
+    @property
+    def device(self) -> str:
+        """"cpu", "pinned", "sim" or "cuda:N"."""
+    @property
+    def fortran_order(self) -> bool:
+        """Whether the bytes are column-major (an .npy saved so); the DLPack strides say so."""
+    def __dlpack__(self, stream: Optional[int] = None, *, max_version: Optional[Tuple[int, int]] = None,
+                   dl_device: Optional[Tuple[int, int]] = None, copy: Optional[bool] = None) -> Any:
+        """A "dltensor" capsule (unversioned DLManagedTensor). TypeError for a type DLPack cannot
+        describe; BufferError for copy=True or another dl_device."""
+    def __dlpack_device__(self) -> Tuple[int, int]:
+        """(1, 0) for host and sim memory (kDLCPU), (2, N) for cuda:N (kDLCUDA)."""
+    def view_bytes(self) -> "Tensor":
+        """The tensor's bytes as a 1-d "U8" Tensor on the same memory."""
+    def _host_bytes(self) -> Any:
+        """The bytes of host memory as a writable buffer (numpy.frombuffer); BufferError for CUDA."""
+
+
+def load(paths: Union[PathLike, Sequence[PathLike]], device: Device = "cpu", *,
+         tensors: Union[None, str, Sequence[str]] = None, rank: Optional[int] = None,
+         world: Optional[int] = None) -> Dict[str, Tensor]:
+    """Loads safetensors/.npy files, a sharded checkpoint's index JSON or a folder into `device`
+    ("cpu", "pinned", "sim", "auto", "cuda", "cuda:N", an int N, a torch.device): {name: Tensor}.
+    `tensors`: names to load (None: all). `rank`/`world`: this process's share (both or neither;
+    None: everything). docs/python.md, "Loading tensors"."""
+
+
+def last_load_report() -> Optional[Result]:
+    """The Result of this thread's last successful load (bytes, seconds, path, reason, ios, cached_bytes);
+    None before the first."""
+
+
+def loaded_bytes_in_use() -> int:
+    """Bytes of memory that live loads of this process hold, until the last tensor of each load
+    (sluice's or a framework's) is gone."""
+
+
+class _Checkpoint:
+    """Opened tensor files, every header checked (behind sluice.safe_open)."""
+
+    def __init__(self, paths: Union[PathLike, Sequence[PathLike]]) -> None: ...
+    def keys(self) -> List[str]: ...
+    def metadata(self) -> Optional[Dict[str, str]]: ...
+    def load(self, device: Device = "cpu", *, tensors: Union[None, str, Sequence[str]] = None,
+             rank: Optional[int] = None, world: Optional[int] = None) -> Dict[str, Tensor]: ...

@@ -4,10 +4,14 @@
 
 #include "errors.hpp"
 #include "files.hpp"
+#include "load.hpp"
+#include "tensors.hpp"
 
 PYBIND11_MODULE(_sluice, m) {
   m.doc() = "Sluice: storage to GPU and host memory, saying which path the bytes took and why.";
   m.attr("__version__") = SLUICE_VERSION_TEXT;
   sluice::python::register_errors(m);
   sluice::python::bind_files(m);
+  sluice::python::bind_tensors(m);
+  sluice::python::bind_load(m);
 }

@@ -1,5 +1,6 @@
 // Running a load plan: allocate once, keep reads in flight within the staging budget, hand each
 // tensor out as the read holding its last byte completes, and sum up the paths taken.
+#include <atomic>
 #include <deque>
 #include <exception>
 #include <future>
@@ -19,6 +20,17 @@ namespace sluice {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+std::atomic<std::uint64_t> g_loaded_bytes{0};
+
+// A token that counts `bytes` in g_loaded_bytes until its last copy goes.
+std::shared_ptr<const std::uint64_t> count_loaded(std::uint64_t bytes) {
+  g_loaded_bytes.fetch_add(bytes, std::memory_order_relaxed);
+  return {new std::uint64_t(bytes), [](const std::uint64_t* n) {
+            g_loaded_bytes.fetch_sub(*n, std::memory_order_relaxed);
+            delete n;
+          }};
+}
 
 template <typename Memory>
 Memory allocate(LoadTarget target, const std::shared_ptr<Device>& dev, std::uint64_t bytes) {
@@ -208,6 +220,8 @@ std::uint64_t LoadedTensors::xxh3(const LoadedTensor& t) const {
   return XXH3_64bits_digest(state.get());
 }
 
+std::uint64_t loaded_bytes_in_use() noexcept { return g_loaded_bytes.load(std::memory_order_relaxed); }
+
 LoadedTensors load(const Checkpoint& cp, const LoadOptions& o) {
   const LoadPlan plan = plan_load(cp, o);
   if (o.target != LoadTarget::pageable_host && !o.device) {
@@ -222,6 +236,7 @@ LoadedTensors load(const Checkpoint& cp, const LoadOptions& o) {
   out.tensors_.resize(plan.tensors.size());
   if (!o.destination) {
     out.memory_ = allocate<LoadedTensors::Memory>(o.target, o.device, plan.allocation_bytes);
+    out.counted_ = count_loaded(std::max<std::uint64_t>(plan.allocation_bytes, 1));
   }
   for (std::size_t i = 0; i < plan.tensors.size(); ++i) {
     LoadedTensor& t = out.tensors_[i];

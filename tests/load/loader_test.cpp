@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "sluice/load.hpp"
@@ -201,6 +202,38 @@ TEST_F(Loader, TensorsOutliveTheCheckpoint) {
     EXPECT_EQ(std::memcmp(t.data, ts[i].data.data(), ts[i].data.size()), 0) << ts[i].name;
     EXPECT_EQ(moved.find(ts[i].name), &t) << "the name index survives the move";
   }
+}
+
+TEST_F(Loader, LoadedBytesInUseCountsEachAllocationUntilItsLastOwnerGoes) {
+  const auto a = put("a.safetensors", test::safetensors_file(model(5, 10)));
+  const Checkpoint cp = Checkpoint::open(std::vector<std::string>{a});
+  const std::uint64_t before = loaded_bytes_in_use();
+  LoadOptions o;
+  o.target = LoadTarget::pageable_host;
+  const LoadPlan plan = plan_load(cp, o);
+  std::optional<LoadedTensors> host(load(cp, o));
+  EXPECT_EQ(loaded_bytes_in_use(), before + plan.allocation_bytes);
+  o.target = LoadTarget::device;
+  o.device = open_device("sim");
+  std::optional<LoadedTensors> dev(load(cp, o));
+  EXPECT_EQ(loaded_bytes_in_use(), before + 2 * plan.allocation_bytes);
+  LoadedTensors moved = std::move(*host);
+  host.reset();  // the moved-from object owns nothing: the count stays
+  EXPECT_EQ(loaded_bytes_in_use(), before + 2 * plan.allocation_bytes);
+  moved = LoadedTensors();  // assignment over it frees the host allocation
+  EXPECT_EQ(loaded_bytes_in_use(), before + plan.allocation_bytes);
+  dev.reset();
+  EXPECT_EQ(loaded_bytes_in_use(), before);
+  std::vector<std::byte> mine(cp.total_bytes());
+  std::uint64_t used = 0;
+  o.target = LoadTarget::pageable_host;
+  o.destination = [&](const TensorInfo& t) {
+    used += t.bytes;
+    return static_cast<void*>(mine.data() + used - t.bytes);
+  };
+  const LoadedTensors in_mine = load(cp, o);
+  EXPECT_EQ(loaded_bytes_in_use(), before) << "caller buffers are not the loader's memory";
+  EXPECT_EQ(in_mine.tensors().size(), cp.tensors().size());
 }
 
 TEST_F(Loader, SubsetRankAndCallerBuffers) {

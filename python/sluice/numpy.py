@@ -1,0 +1,54 @@
+"""NumPy arrays from sluice: ``sluice.numpy.load_file``, a drop-in for
+``safetensors.numpy.load_file``.
+
+    from sluice.numpy import load_file      # was: from safetensors.numpy import load_file
+    arrays = load_file("model.safetensors")
+
+The arrays are writable views of the loaded host memory (no copy), which they keep alive. Every
+type NumPy has maps exactly, BOOL included, and so does an .npy type sluice does not know
+(strings, big-endian, ...: its descr). BF16 and the F8 types raise TypeError: NumPy has none.
+"""
+
+from __future__ import annotations
+
+import numpy as _numpy  # NumPy itself: imports are absolute
+
+from . import _sluice
+
+_NAMES = {
+    "F64": "<f8", "F32": "<f4", "F16": "<f2", "I64": "<i8", "I32": "<i4", "I16": "<i2", "I8": "|i1",
+    "U64": "<u8", "U32": "<u4", "U16": "<u2", "U8": "|u1", "BOOL": "|b1", "C64": "<c8", "C128": "<c16",
+}
+
+
+def dtype_of(sluice_dtype: str) -> "_numpy.dtype":
+    """NumPy's type for a sluice.Tensor dtype ("F32" -> float32, ">i4" as is); TypeError when
+    NumPy has none (BF16, F8_*, F6_*, F4)."""
+    name = _NAMES.get(sluice_dtype)
+    if name is None and not sluice_dtype[:1].isupper():
+        name = sluice_dtype  # an .npy descr sluice has no type for: NumPy reads it
+    if name is None:
+        raise TypeError(f"NumPy has no type for {sluice_dtype}")
+    return _numpy.dtype(name)
+
+
+def to_numpy(tensor: "_sluice.Tensor") -> "_numpy.ndarray":
+    """A NumPy array on the host memory of a sluice.Tensor (no copy), which it keeps alive;
+    BufferError for a tensor in CUDA memory."""
+    try:
+        dtype = dtype_of(tensor.dtype)
+    except TypeError as e:
+        raise TypeError(f"tensor {tensor.name!r}: {e}") from None
+    flat = _numpy.frombuffer(tensor._host_bytes(), dtype=dtype)
+    return flat.reshape(tuple(tensor.shape), order="F" if tensor.fortran_order else "C")
+
+
+def load_file(filename) -> "dict[str, _numpy.ndarray]":
+    """As ``safetensors.numpy.load_file``: every tensor of ``filename`` in host memory."""
+    return {name: to_numpy(t) for name, t in _sluice.load(filename, "cpu").items()}
+
+
+def load(paths, device="cpu", *, tensors=None, rank=None, world=None) -> "dict[str, _numpy.ndarray]":
+    """``sluice.load`` with NumPy values (device "cpu", "pinned" or "sim": host-readable memory)."""
+    loaded = _sluice.load(paths, device, tensors=tensors, rank=rank, world=world)
+    return {name: to_numpy(t) for name, t in loaded.items()}
