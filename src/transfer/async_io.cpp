@@ -83,6 +83,18 @@ struct Request : Link {
   std::uint64_t start_ns = 0;
   std::shared_ptr<const TransferOptions> options;
   std::promise<TransferResult> promise;
+
+  // Each lets go of the file first: once the future is ready the caller's handle may be gone and
+  // the process may be exiting, so the last close (and a cuFile deregistration) must not follow
+  // it on this thread (see on_pool in transfer.cpp).
+  void fulfill(TransferResult res) {
+    t.file.close();
+    promise.set_value(std::move(res));
+  }
+  void fail(std::exception_ptr error) {
+    t.file.close();
+    promise.set_exception(std::move(error));
+  }
 };
 
 void record(const Request& r, std::uint64_t bytes, std::uint64_t ns) {
@@ -106,9 +118,9 @@ void finish_on_pool(std::unique_ptr<Request> r) {
       res.ios += 1;
       res.reason = fmt::format("{}; the rest: {}", async_reason, res.reason);
       res.seconds = static_cast<double>(now_ns() - r->start_ns) / 1e9;
-      r->promise.set_value(std::move(res));
+      r->fulfill(std::move(res));
     } catch (...) {
-      r->promise.set_exception(std::current_exception());
+      r->fail(std::current_exception());
     }
   });
 }
@@ -202,7 +214,7 @@ class AsyncIo {
       try {
         engine_->prepare(q);
       } catch (...) {
-        r->promise.set_exception(std::current_exception());
+        r->fail(std::current_exception());
         delete r;
         continue;
       }
@@ -247,7 +259,7 @@ class AsyncIo {
       while (in_ring_.next != &in_ring_) {
         std::unique_ptr<Request> r(static_cast<Request*>(in_ring_.next));
         r->unlink();
-        r->promise.set_exception(error);
+        r->fail(error);
       }
     }
   }
@@ -267,8 +279,7 @@ class AsyncIo {
     }
     const std::uint64_t ns = now_ns() - r->start_ns;
     record(*r, r->t.size, ns);
-    r->promise.set_value(
-        {r->t.size, Path::host, std::string(async_reason), static_cast<double>(ns) / 1e9, 1});
+    r->fulfill({r->t.size, Path::host, std::string(async_reason), static_cast<double>(ns) / 1e9, 1});
   }
 
   std::mutex mutex_;

@@ -250,16 +250,18 @@ bool async_fits(IoOp op, const File& file, const void* buf, std::uint64_t size,
   }
 }
 
-// The work holds its own handle on the file (a copy), so the caller's may go at once.
+// The work holds its own handle on the file (a copy), so the caller's may go at once. It lets go
+// of it before the future is ready (a local of the task, gone when it returns or throws): the
+// caller's handle may already be gone, and once the future is ready the caller may close the
+// library, or the process may exit and take the libraries' statics with it, while a pool thread
+// would still be closing the file (deregistering it from cuFile; ASan caught that at exit).
 std::future<TransferResult> on_pool(IoOp op, const File& file, const void* buf, std::uint64_t size,
                                     std::uint64_t offset, const TransferOptions& options) {
-  if (op == IoOp::read) {
-    return default_pool().submit([file, buf, size, offset, options] {
-      return read(file, const_cast<void*>(buf), size, offset, options);
-    });
-  }
-  return default_pool().submit(
-      [file, buf, size, offset, options] { return write(file, buf, size, offset, options); });
+  return default_pool().submit([op, file = File(file), buf, size, offset, options]() mutable {
+    const File held = std::exchange(file, File());
+    return op == IoOp::read ? read(held, const_cast<void*>(buf), size, offset, options)
+                            : write(held, buf, size, offset, options);
+  });
 }
 
 std::future<TransferResult> start_async(IoOp op, const File& file, const void* buf,
@@ -328,6 +330,7 @@ void start_stream_task(void* arg) {
     } catch (...) {
       task->error = std::current_exception();
     }
+    task->work = nullptr;  // its file handle goes before anyone sees the result (see on_pool)
     task->gate.open();
     task->work_done.set_value();
     task->count_down();
