@@ -9,32 +9,44 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 PREFIX ?= /usr/local
 
-# Debian packages the build, tests and benchmarks need.
-DEB_PACKAGES := build-essential cmake pkg-config g++ clang clang-format clang-tidy \
+# Debian packages: what configuring the release build and building the CLI need (make demo), and
+# what the tests, the other compilers' builds, the Python package and the benchmarks add.
+DEB_CORE := build-essential cmake pkg-config g++ \
   liburing-dev libfmt-dev libcli11-dev nlohmann-json3-dev libhwloc-dev libxxhash-dev \
-  libgtest-dev libgmock-dev libbenchmark-dev fio e2fsprogs util-linux python3 \
-  libclang-rt-14-dev python3-numpy openmpi-bin libopenmpi-dev chromium \
+  libgtest-dev libgmock-dev libbenchmark-dev e2fsprogs util-linux python3 openmpi-bin libopenmpi-dev
+DEB_MORE := clang clang-format clang-tidy libclang-rt-14-dev fio chromium python3-numpy \
   python3-dev pybind11-dev libdlpack-dev python3-pytest python3-torch python3-venv python3-pip \
   python3-setuptools
+DEB_PACKAGES := $(DEB_CORE) $(DEB_MORE)
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # npm fetches the charting library of `sluice report` at build time: Debian's npm package, unless
 # an npm is already there (nodesource's nodejs ships its own and conflicts with Debian's).
 NPM_PACKAGE := $(shell command -v npm >/dev/null 2>&1 || echo npm)
 
-.PHONY: all deps configure build demo test test-release sanitize sanitize-asan sanitize-tsan check-clang fuzz format tidy install uninstall bench clean
+.PHONY: all deps deps-core configure build demo test test-release sanitize sanitize-asan sanitize-tsan check-clang fuzz format tidy install uninstall bench clean
 
 all: build
 
-# Installs only what is missing, so a second run costs one dpkg query.
-deps:
-	@missing=""; for p in $(DEB_PACKAGES) $(NPM_PACKAGE); do \
+# Installs only what is missing of the packages given, so a second run costs one dpkg query.
+define install_missing
+	@missing=""; for p in $(1); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
 	done; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing:$$missing"; \
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing >/dev/null; \
 	fi
+endef
+
+deps:
+	$(call install_missing,$(DEB_PACKAGES) $(NPM_PACKAGE))
+
+# make demo's share: no compilers besides g++, no Python package, browser or fio (the release
+# tree's configure leaves the Python package out without them, and a later make build, which
+# installs them, configures it in).
+deps-core:
+	$(call install_missing,$(DEB_CORE) $(NPM_PACKAGE))
 
 configure: deps
 	cmake --preset release -B $(BUILD)/release >/dev/null
@@ -43,7 +55,8 @@ build: configure
 	cmake --build $(BUILD)/release -j $(JOBS)
 
 # Only what tools/demo.sh runs (the CLI), not the test programs: a few minutes on a fresh machine.
-demo: configure
+demo: deps-core
+	cmake --preset release -B $(BUILD)/release >/dev/null
 	cmake --build $(BUILD)/release -j $(JOBS) --target sluice_cli
 	@bash tools/demo.sh $(BUILD)/release/bin/sluice
 
