@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # On a machine with a CUDA GPU: one run (6-8 minutes on one H200 with the defaults, estimated,
 # not yet measured; every step prints its time and fails soft, with a line saying what failed,
-# and a step that would start after --budget seconds is skipped with a line) that prints:
+# and nothing runs past --budget seconds: each command's timeout is cut to the time left, and a
+# step that starts with under 15 s left is skipped with a line) that prints:
 #   1. the gpu-labelled tests (test_real_gpu; they skip without a GPU);
 #   2. the Python package built for this machine's python3 (--python; see "Python" below);
 #   3. one table of file -> GPU throughput per path (direct where a libcufile loads, bounce,
@@ -19,7 +20,7 @@
 #   9. `sluice bench --compare all`, one round.
 #
 #   bench/gpu-check.sh [--prebuilt KIT] [--size 4G] [--dir DIR] [--rounds 2] [--python PY]
-#                      [--budget 480]
+#                      [--budget 560]
 #
 # Settings: sluice runs with its defaults, set explicitly against an inherited environment
 # (SLUICE_CACHE_POLICY=auto, SLUICE_DIRECT_IO=1, SLUICE_PATH and SLUICE_CONFIG unset): reads of
@@ -68,7 +69,7 @@
 # torch-CUDA steps say "skipped" (Debian's torch is CPU-only); pytest runs the package's tests.
 set -uo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
-prebuilt="" size=4G dir="${TMPDIR:-/var/tmp}" rounds=2 budget=480 py=$(command -v python3 || echo python3)
+prebuilt="" size=4G dir="${TMPDIR:-/var/tmp}" rounds=2 budget=560 py=$(command -v python3 || echo python3)
 while [ $# -gt 0 ]; do
   case $1 in
     --prebuilt) prebuilt=$2; shift 2 ;;
@@ -83,10 +84,13 @@ done
 load_rounds=$(( rounds < 3 ? 3 : rounds ))
 start=$(date +%s)
 say() { printf '[gpu-check %3ss] %s\n' "$(( $(date +%s) - start ))" "$*" >&2; }
-# step NAME FUNCTION: runs it unless past the budget, says how long it took and whether it failed.
+left() { echo $(( budget - ($(date +%s) - start) )); }
+cap() { local l; l=$(left); (( l < 1 )) && l=1; echo $(( l < $1 ? l : $1 )); }  # a timeout: N s or what is left
+# step NAME FUNCTION: runs it unless the budget is (nearly) spent, says how long it took and
+# whether it failed.
 step() {
   local name=$1 t0 rc
-  if (( $(date +%s) - start > budget )); then say "SKIPPED $name: past the ${budget} s budget"; return 0; fi
+  if (( $(left) < 15 )); then say "SKIPPED $name: the ${budget} s budget is spent"; return 0; fi
   t0=$(date +%s)
   say "== $name"
   "$2"
@@ -138,7 +142,7 @@ resident() {  # fraction of the file in the page cache (fincore, util-linux), or
 # 1. The gpu-labelled tests (they skip without a GPU).
 gpu_tests() {
   [ -x "$tests_bin" ] || { echo "no $tests_bin: gpu tests not run"; return 1; }
-  (cd "$tmp" && timeout 180 "$tests_bin" --gtest_brief=1 2>&1 | tail -n 25; exit "${PIPESTATUS[0]}")
+  (cd "$tmp" && timeout "$(cap 180)" "$tests_bin" --gtest_brief=1 2>&1 | tail -n 25; exit "${PIPESTATUS[0]}")
 }
 
 # 2. The Python package, for $py (see the header). Sets pkg on success.
@@ -170,8 +174,8 @@ python_package() {
     esac
     log=$tmp/python-build-$c.log
     rm -rf "$tmp/py"
-    if timeout 240 cmake -S "$src" -B "$tmp/py" -DSLUICE_PYTHON="$py" "${args[@]}" >"$log" 2>&1 \
-       && timeout 240 cmake --build "$tmp/py" -j "$(nproc)" >>"$log" 2>&1; then
+    if timeout "$(cap 120)" cmake -S "$src" -B "$tmp/py" -DSLUICE_PYTHON="$py" "${args[@]}" >"$log" 2>&1 \
+       && timeout "$(cap 240)" cmake --build "$tmp/py" -j "$(nproc)" >>"$log" 2>&1; then
       grep -h 'pybind11 .* from' "$log" | sed 's/^-- /built with /'
       pkg=$tmp/py/python
       return 0
@@ -182,7 +186,10 @@ python_package() {
   echo "the Python package could not be built for $py: the steps that need it skip"
   return 1
 }
-pyrun() { PYTHONPATH="$pkg${PYTHONPATH:+:$PYTHONPATH}" "$py" "$@"; }
+pyrun() {  # pyrun TIMEOUT ARGS...: $py with the package on its path, within TIMEOUT s (and the budget)
+  local t=$1; shift
+  timeout "$(cap "$t")" env PYTHONPATH="$pkg${PYTHONPATH:+:$PYTHONPATH}" "$py" "$@"
+}
 
 # 3. The table.
 results="$tmp/results.jsonl"
@@ -193,7 +200,8 @@ measure() {  # label cache args...
     cold) drop; res=$(resident) ;;
     warm) warm; res=$(resident) ;;
   esac
-  timeout 120 "$@" --repeat 1 --json 2>"$tmp/err" | "$py" -c '
+  (( $(left) > 5 )) || return 0
+  timeout "$(cap 120)" "$@" --repeat 1 --json 2>"$tmp/err" | "$py" -c '
 import json, sys
 for line in sys.stdin:
     j = json.loads(line); j["label"] = sys.argv[1]; j["cache"] = sys.argv[2]; j["resident"] = float(sys.argv[3])
@@ -261,7 +269,7 @@ python_probe() {
 # 4. A ~2 GiB checkpoint of random bits (floats hold NaNs: comparisons are of bytes), then the
 # loaders on it, in one process.
 checkpoint() {
-  "$py" - "$ckpt" <<'PY'
+  timeout "$(cap 120)" "$py" - "$ckpt" <<'PY'
 import sys, torch
 from safetensors.torch import save_file
 g = torch.Generator().manual_seed(1)
@@ -375,19 +383,19 @@ print("timed: the call to torch.cuda.synchronize() after it, in one process with
 PY
   if "$py" -c 'import fastsafetensors' 2>/dev/null; then
     for m in gds nogds; do
-      if timeout 120 pyrun "$tmp/loads.py" "$ckpt" 0 "$m" > "$tmp/fast.log" 2>&1; then fast=$m; break; fi
+      if pyrun 120 "$tmp/loads.py" "$ckpt" 0 "$m" > "$tmp/fast.log" 2>&1; then fast=$m; break; fi
       echo "fastsafetensors ($m) failed: $(tail -n 1 "$tmp/fast.log" | cut -c1-200)"
     done
   else
     echo "fastsafetensors: not installed in $py, not compared"
   fi
-  timeout 300 pyrun "$tmp/loads.py" "$ckpt" "$load_rounds" "$fast"
+  pyrun 300 "$tmp/loads.py" "$ckpt" "$load_rounds" "$fast"
 }
 
 # 5. sluice.File.read into CUDA memory of torch and CuPy, on each path, checked against a host
 # read of the same bytes (whatever the cache holds after the table: a check, not a figure).
 python_reads() {
-  pyrun - "$file" <<'PY'
+  pyrun 120 - "$file" <<'PY'
 import os, sys, torch, sluice
 path, dev = sys.argv[1], "cuda:0"
 n = min(os.path.getsize(path), 512 << 20)
@@ -447,7 +455,7 @@ cufile_program() {
       esac
       drop
       line=$(cd "$tmp" && env "${extra[@]}" CUFILE_ENV_PATH_JSON="$tmp/cufile.json" LD_LIBRARY_PATH="$dirs:$kit/lib" \
-             timeout 120 "$example" "$file" 2>&1 | tail -n 1)
+             timeout "$(cap 120)" "$example" "$file" 2>&1 | tail -n 1)
       echo "$mode $line" >> "$tmp/cufile.txt"
     done
   done
@@ -473,7 +481,7 @@ PY
 load_vs_torch() {
   local cache
   for cache in cold warm; do
-    bash "$here/bench/load-vs-torch.sh" --load-bench "$bin/sluice_load_bench" --python "$py" --cache "$cache" \
+    timeout "$(cap 240)" bash "$here/bench/load-vs-torch.sh" --load-bench "$bin/sluice_load_bench" --python "$py" --cache "$cache" \
       --rounds "$load_rounds" "$ckpt" 2>&1 | tail -n 6
   done
 }
@@ -482,7 +490,7 @@ load_vs_torch() {
 python_tests() {
   local tests
   if [ -n "$prebuilt" ]; then tests=$kit/python-src/python/tests; else tests=$here/python/tests; fi
-  (cd "$tests" && PYTHONDONTWRITEBYTECODE=1 pyrun -m pytest -q -p no:cacheprovider --basetemp="$tmp/pytest" \
+  (cd "$tests" && PYTHONDONTWRITEBYTECODE=1 pyrun 240 -m pytest -q -p no:cacheprovider --basetemp="$tmp/pytest" \
      "$tests" 2>&1 | tail -n 15; exit "${PIPESTATUS[0]}")
 }
 
@@ -490,7 +498,7 @@ python_tests() {
 # from a cold cache (--drop-caches); its reads are O_DIRECT (sluice bench's --cache-policy is
 # bypass by default) except cpu-cached-gpu's and cpu-gpu's (posix), which go through the cache.
 bench_compare() {
-  timeout 150 "$bin/sluice" bench --file "$file" --compare all --block-size 1M --iodepth 8 --threads 4 \
+  timeout "$(cap 150)" "$bin/sluice" bench --file "$file" --compare all --block-size 1M --iodepth 8 --threads 4 \
     --time 3 --warmup 1 --repeat 1 --drop-caches --device cuda:0 2>&1 | tail -n 20
 }
 
