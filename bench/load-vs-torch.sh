@@ -20,10 +20,13 @@
 # - The same cache state, set again before every run of either side and printed (the fraction of
 #   the file in the page cache, from fincore where util-linux has it):
 #     cold (default) the file is dropped from the page cache (fdatasync, POSIX_FADV_DONTNEED; no
-#                     root needed); sluice reads with O_DIRECT, torch through its mmap.
-#     warm            the file is read through the page cache first; sluice then reads buffered
-#                     (SLUICE_DIRECT_IO=0), because its O_DIRECT reads would bypass the cache
-#                     that torch's mmap reads from.
+#                     root needed); torch reads through its mmap.
+#     warm            the file is read through the page cache first.
+#   sluice runs with its default cache_policy auto (SLUICE_CACHE_POLICY=auto, SLUICE_DIRECT_IO=1,
+#   set against an inherited environment), as a user's load does: the bounce path reads the
+#   chunks the page cache holds at least half of through it and the rest O_DIRECT, so cold
+#   reads O_DIRECT and warm from the cache; where cuFile works, auto takes the direct path, which
+#   reads the storage whatever the cache holds (docs/paths.md). The path and reason are printed.
 # - The order alternates: sluice first in odd rounds, torch first in even rounds.
 # Without python3 + torch + safetensors + a CUDA GPU, or without sluice_load_bench, it says what
 # is missing and exits 0 (Debian 12 has python3-torch, CPU-only, and no safetensors package).
@@ -75,12 +78,9 @@ resident() {  # percent of the file in the page cache, or ?
   res=$(fincore --bytes --noheadings --output RES "$file" 2>/dev/null) || { echo "?"; return; }
   echo $(( ${res:-0} * 100 / (bytes > 0 ? bytes : 1) ))
 }
-sluice_env=()
-[[ $cache == warm ]] && sluice_env=(SLUICE_DIRECT_IO=0)
-
-run_sluice() {  # prints: seconds read_seconds path
-  env "${sluice_env[@]}" timeout 300 "$load_bench" --checkpoint "$file" --device "$device" --json \
-    | "$py" -c 'import json,sys; d=json.load(sys.stdin); print(d["seconds"], d["read_seconds"], d["path"])'
+run_sluice() {  # prints: seconds read_seconds path: reason
+  SLUICE_CACHE_POLICY=auto SLUICE_DIRECT_IO=1 timeout 300 "$load_bench" --checkpoint "$file" --device "$device" --json \
+    | "$py" -c 'import json,sys; d=json.load(sys.stdin); print(d["seconds"], d["read_seconds"], d["path"] + ": " + d["reason"])'
 }
 run_torch() {  # prints: seconds
   timeout 300 "$py" - "$file" "$device" <<'PY'
@@ -127,11 +127,10 @@ g = b / 2**30
 sm, tm = st.median(s), st.median(t)
 print(f"median: sluice load {sm:.3f} s ({g / sm:.2f} GiB/s), safetensors.torch.load_file {tm:.3f} s ({g / tm:.2f} GiB/s)")
 print(f"ratio sluice/torch throughput: {tm / sm:.2f} (medians), {st.median(tt / ss for ss, tt in zip(s, t)):.2f} (paired)")
-print(f"(for reference, not compared: sluice's reads alone {g / st.median(reads):.2f} GiB/s; path {path})")
-how = ("cold on both sides: dropped from the page cache before every run; sluice O_DIRECT, torch mmap"
+print(f"(for reference, not compared: sluice's reads alone {g / st.median(reads):.2f} GiB/s; last path {path[:200]})")
+how = ("cold on both sides: dropped from the page cache before every run; sluice cache_policy auto, torch mmap"
        if cache == "cold" else
-       "warm on both sides: read through the page cache before every run; sluice buffered "
-       "(SLUICE_DIRECT_IO=0), torch mmap")
+       "warm on both sides: read through the page cache before every run; sluice cache_policy auto, torch mmap")
 print(f"cache: {how}")
 print("timed: the whole load on both sides (header, allocation, reads, copies to the device), after "
       "context creation; order alternating")

@@ -8,7 +8,11 @@ if(NOT SLUICE_BUILD_PYTHON)
 else()
   set(Python3_EXECUTABLE ${SLUICE_PYTHON})
   find_package(Python3 COMPONENTS Interpreter Development.Module)
-  find_package(pybind11 2.10 CONFIG QUIET)
+  # Only with the interpreter's headers found: without them pybind11's CMake falls back to its
+  # own FindPythonLibsNew, which stops the configure with an error instead of this message.
+  if(Python3_FOUND)
+    find_package(pybind11 2.10 CONFIG QUIET)
+  endif()
   find_path(DLPACK_INCLUDE_DIR dlpack/dlpack.h)
   if(NOT Python3_FOUND)
     set(SLUICE_PYTHON_MISSING "no headers for ${SLUICE_PYTHON} (Debian: python3-dev)")
