@@ -96,6 +96,11 @@ OpenMode parse_mode(const std::string& mode, OpenOptions& options) {
   throw py::value_error("mode must be 'r', 'r+' or 'w', not '" + mode + "'");
 }
 
+// The mode as File() takes it ("r", "w", "r+").
+const char* mode_text(const File& f) {
+  return f.mode() == OpenMode::read ? "r" : f.mode() == OpenMode::write ? "w" : "r+";
+}
+
 std::string device_text(const py::object& device) {
   if (device.is_none()) return "";
   if (py::isinstance<py::str>(device)) return device.cast<std::string>();
@@ -226,7 +231,7 @@ void bind_file_class(py::module_& m) {
            "truncated). `direct=False` never uses O_DIRECT.")
       .def_property_readonly("path", &File::path)
       .def_property_readonly(
-          "mode", [](const File& f) { return f.mode() == OpenMode::read ? "r" : f.mode() == OpenMode::write ? "w" : "r+"; })
+          "mode", &mode_text)
       .def_property_readonly("size", [](const File& f) { return open_file(const_cast<File&>(f)).size(); },
                              "Current size in bytes.")
       .def_property_readonly("closed", [](const File& f) { return !f.is_open(); })
@@ -239,7 +244,7 @@ void bind_file_class(py::module_& m) {
       .def("__exit__", [](File& f, const py::args&) { f.close(); })
       .def("__repr__", [](const File& f) {
         return "sluice.File('" + f.path() + "', mode='" +
-               (f.mode() == OpenMode::read ? "r" : f.mode() == OpenMode::write ? "w" : "r+") + "'" +
+               mode_text(f) + "'" +
                (f.is_open() ? "" : ", closed") + ")";
       });
 }
