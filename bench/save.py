@@ -48,7 +48,8 @@ def parse_size(text):
 
 def make_state(total):
     """Tensors of mixed sizes: a few large, many middle-sized, some small, cycling over types."""
-    sizes = [256 * MiB] * 4 + [16 * MiB] * 40 + [1 * MiB] * 100 + [64 * 1024] * 200 + [4096] * 200
+    sizes = [256 * MiB] * 4 + [16 * MiB] * 56 + [64 * 1024] * 200 + [4096] * 200
+    sizes += [1 * MiB] * ((total - sum(sizes)) // MiB)  # the rest in 1 MiB tensors
     types = [torch.float32, torch.bfloat16, torch.float16, torch.int64]
     state, used, i = {}, 0, 0
     for n in sizes:
