@@ -17,12 +17,15 @@ Tensor files (safetensors, .npy, sharded checkpoints, folders):
     print(sluice.last_load_report())                               # path, reason, bytes, seconds
 
 and the drop-ins ``sluice.torch.load_file``, ``sluice.numpy.load_file`` and ``sluice.safe_open``
-for safetensors' functions of those names. docs/python.md has the whole API.
+for safetensors' functions of those names. Saving: ``sluice.torch.save_file``,
+``sluice.numpy.save_file`` (safetensors' drop-ins: atomic and durable) and
+``sluice.torch.save_checkpoint`` (sharded, Hugging Face layout); ``sluice.last_save_report()``.
+docs/python.md has the whole API, docs/save.md the save sequence.
 """
 
 from ._errors import Error, FileExistsError, FileNotFoundError, IsADirectoryError, PermissionError
 from ._safe_open import safe_open
-from ._sluice import File, Future, Result, Tensor, __version__, last_load_report, load, loaded_bytes_in_use
+from ._sluice import File, Future, Result, Tensor, __version__, last_load_report, last_save_report, load, loaded_bytes_in_use
 
 __all__ = [
     "Error",
@@ -36,6 +39,7 @@ __all__ = [
     "Tensor",
     "__version__",
     "last_load_report",
+    "last_save_report",
     "load",
     "loaded_bytes_in_use",
     "safe_open",

@@ -128,3 +128,26 @@ class _Checkpoint:
     def metadata(self) -> Optional[Dict[str, str]]: ...
     def load(self, device: Device = "cpu", *, tensors: Union[None, str, Sequence[str]] = None,
              rank: Optional[int] = None, world: Optional[int] = None) -> Dict[str, Tensor]: ...
+
+
+def last_save_report() -> Optional[Result]:
+    """The Result of this thread's last successful save (bytes written, seconds, path, reason, ios);
+    None before the first."""
+
+
+SaveEntry = Tuple[str, str, Sequence[int], Buffer]
+ShardEntry = Tuple[str, int, int]
+
+
+def _save_safetensors(path: str, tensors: Sequence[SaveEntry], metadata: Optional[Dict[str, str]] = None,
+                      device: Optional[str] = None) -> Result:
+    """Saves [(name, safetensors dtype, shape, buffer)] as one safetensors file, atomically."""
+
+
+def _plan_shards(entries: Sequence[ShardEntry],
+                 max_shard_bytes: int) -> Tuple[List[Tuple[str, int, List[str], int]], str, int]: ...
+def _begin_checkpoint(directory: str, entries: Sequence[ShardEntry], max_shard_bytes: int) -> bool: ...
+def _save_shards(directory: str, entries: Sequence[ShardEntry], max_shard_bytes: int, rank: int,
+                 tensors: Sequence[SaveEntry], metadata: Optional[Dict[str, str]] = None,
+                 device: Optional[str] = None) -> List[str]: ...
+def _finish_checkpoint(directory: str, entries: Sequence[ShardEntry], max_shard_bytes: int) -> None: ...

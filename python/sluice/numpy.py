@@ -1,8 +1,9 @@
-"""NumPy arrays from sluice: ``sluice.numpy.load_file``, a drop-in for
-``safetensors.numpy.load_file``.
+"""NumPy arrays from and to sluice: ``sluice.numpy.load_file`` and ``save_file``, drop-ins for
+``safetensors.numpy``'s.
 
     from sluice.numpy import load_file      # was: from safetensors.numpy import load_file
     arrays = load_file("model.safetensors")
+    save_file(arrays, "copy.safetensors")   # atomic and durable
 
 The arrays are writable views of the loaded host memory (no copy), which they keep alive. Every
 type NumPy has maps exactly, BOOL included, and so does an .npy type sluice does not know
@@ -52,3 +53,28 @@ def load(paths, device="cpu", *, tensors=None, rank=None, world=None) -> "dict[s
     """``sluice.load`` with NumPy values (device "cpu", "pinned" or "sim": host-readable memory)."""
     loaded = _sluice.load(paths, device, tensors=tensors, rank=rank, world=world)
     return {name: to_numpy(t) for name, t in loaded.items()}
+
+
+_SAFETENSORS = {_numpy.dtype(v).str: k for k, v in _NAMES.items()}
+
+
+def save_file(tensor_dict, filename, metadata=None) -> None:
+    """As ``safetensors.numpy.save_file``: ``tensor_dict`` ({name: numpy.ndarray}) as the
+    safetensors file ``filename``, with ``metadata`` ({str: str}); atomic and durable (docs/save.md).
+    Arrays that are not C-contiguous or little endian are converted first, as safetensors does."""
+    import os
+
+    if not isinstance(tensor_dict, dict):
+        raise TypeError(f"tensor_dict must be a dict of str to numpy.ndarray, not {type(tensor_dict).__name__}")
+    entries = []
+    for name, a in tensor_dict.items():
+        a = _numpy.asarray(a)
+        if a.dtype.byteorder == ">":
+            a = a.astype(a.dtype.newbyteorder("<"))
+        st = _SAFETENSORS.get(a.dtype.str)
+        if st is None:
+            raise TypeError(f"tensor {name!r}: safetensors has no type for {a.dtype}")
+        shape = list(a.shape)  # ascontiguousarray makes a 0-d array 1-d
+        a = _numpy.ascontiguousarray(a)
+        entries.append((name, st, shape, a.reshape(-1).view(_numpy.uint8)))
+    _sluice._save_safetensors(os.fspath(filename), entries, metadata, None)

@@ -1,8 +1,10 @@
-"""PyTorch tensors from sluice: ``sluice.torch.load_file``, a drop-in for
-``safetensors.torch.load_file``.
+"""PyTorch tensors from and to sluice: ``sluice.torch.load_file`` and ``save_file``, drop-ins for
+``safetensors.torch``'s, and ``save_checkpoint``, a sharded save in the Hugging Face layout.
 
     from sluice.torch import load_file      # was: from safetensors.torch import load_file
     state = load_file("model.safetensors", device="cuda:0")
+    save_file(state, "model.safetensors")   # atomic and durable; from CUDA memory too
+    save_checkpoint(model.state_dict(), "ckpt/", max_shard_size="5GB")
 
 Each tensor comes from ``sluice.load`` through DLPack, without a copy. Types PyTorch cannot take
 through DLPack in this version (BOOL; U16, U32, U64 and the F8 types where PyTorch has them) go as
@@ -14,7 +16,7 @@ from __future__ import annotations
 
 import torch as _torch  # PyTorch itself: imports are absolute
 
-from . import _sluice
+from . import _save, _sluice
 
 # The safetensors names and PyTorch's types, where this PyTorch has them.
 _NAMES = {
@@ -63,3 +65,66 @@ def load(paths, device="cpu", *, tensors=None, rank=None, world=None) -> "dict[s
     """``sluice.load`` with torch.Tensor values: files, indexes and folders, a subset, a share."""
     loaded = _sluice.load(paths, device, tensors=tensors, rank=rank, world=world)
     return {name: to_torch(t) for name, t in loaded.items()}
+
+
+_SAFETENSORS = {}  # torch.dtype -> safetensors name, for the types this PyTorch has
+for _st, _name in _NAMES.items():  # C128: no safetensors type (loads from .npy only)
+    if _st == "C128":
+        continue
+    if isinstance(getattr(_torch, _name, None), _torch.dtype):
+        _SAFETENSORS[getattr(_torch, _name)] = _st
+
+
+def _entries(tensors) -> list:
+    """(name, safetensors dtype, shape, bytes) of each tensor: the bytes a uint8 view of it (a
+    NumPy array for host memory, a CUDA tensor's own memory), no copy."""
+    if not isinstance(tensors, dict):
+        raise TypeError(f"tensors must be a dict of str to torch.Tensor, not {type(tensors).__name__}")
+    out = []
+    for name, t in tensors.items():
+        if not isinstance(t, _torch.Tensor):
+            raise TypeError(f"tensor {name!r} is a {type(t).__name__}, not a torch.Tensor")
+        if t.layout != _torch.strided:
+            raise ValueError(f"tensor {name!r} is sparse ({t.layout}): save a dense tensor")
+        if not t.is_contiguous():
+            raise ValueError(f"You are trying to save a non contiguous tensor: {name!r}, which is not allowed. "
+                             "Call .contiguous() before saving it.")
+        st = _SAFETENSORS.get(t.dtype)
+        if st is None:
+            raise TypeError(f"tensor {name!r}: safetensors has no type for {t.dtype}")
+        flat = t.detach().reshape(-1)
+        if flat.dtype != _torch.uint8:
+            flat = flat.view(_torch.uint8)
+        buf = flat.numpy() if flat.device.type == "cpu" else flat
+        out.append((name, st, list(t.shape), buf))
+    return out
+
+
+def _device_text(device):
+    return None if device is None else str(device)
+
+
+def save_file(tensors, filename, metadata=None, *, device=None) -> None:
+    """As ``safetensors.torch.save_file``: ``tensors`` ({name: contiguous torch.Tensor}) as the
+    safetensors file ``filename``, with ``metadata`` ({str: str}) as its ``__metadata__``. The file
+    appears complete or not at all, and is on stable storage when this returns. CUDA tensors go
+    through the bounce path or GPUDirect; ``device="sim"`` says CPU tensors live on sluice's
+    simulated GPU (loaded with device="sim"). sluice.last_save_report() says how."""
+    _sluice._save_safetensors(_os_path(filename), _entries(tensors), metadata, _device_text(device))
+
+
+def save_checkpoint(state_dict, directory, max_shard_size="5GB", *, metadata=None, device=None) -> "list[str]":
+    """``state_dict`` as a sharded checkpoint in ``directory``: model-0000K-of-0000N.safetensors
+    of at most ``max_shard_size`` each (an int or "5GB", "500MiB") and model.safetensors.index.json
+    (one shard: model.safetensors alone), as Hugging Face's save_torch_state_dict lays it out;
+    ``metadata`` defaults to {"format": "pt"}. Under torch.distributed each rank passes its own
+    tensors and writes its own shards; rank 0 writes the index once all are durable. Returns the
+    files this rank wrote."""
+    meta = {"format": "pt"} if metadata is None else metadata
+    return _save.save_checkpoint(_entries(state_dict), directory, max_shard_size, meta, _device_text(device))
+
+
+def _os_path(filename) -> str:
+    import os
+
+    return os.fspath(filename)

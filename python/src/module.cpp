@@ -5,6 +5,7 @@
 #include "errors.hpp"
 #include "files.hpp"
 #include "load.hpp"
+#include "save.hpp"
 #include "tensors.hpp"
 
 PYBIND11_MODULE(_sluice, m) {
@@ -14,4 +15,5 @@ PYBIND11_MODULE(_sluice, m) {
   sluice::python::bind_files(m);
   sluice::python::bind_tensors(m);
   sluice::python::bind_load(m);
+  sluice::python::bind_save(m);
 }
