@@ -23,6 +23,10 @@ install(TARGETS sluice sluice_tools EXPORT sluiceTargets
 # libsluice_tools finds libsluice beside it also for a program that links only libsluice_tools
 # (a RUNPATH applies to its own object's dependencies, not to those of the libraries it loads).
 set_target_properties(sluice_tools PROPERTIES INSTALL_RPATH "$ORIGIN")
+# The MPI plugin goes beside libsluice_tools, where src/cluster/mpi_plugin.cpp looks for it.
+if(TARGET sluice_mpi)
+  install(TARGETS sluice_mpi LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+endif()
 sluice_origin_rpath(sluice_cli ${CMAKE_INSTALL_BINDIR})
 install(TARGETS sluice_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(EXPORT sluiceTargets NAMESPACE sluice:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/sluice)
@@ -54,6 +58,9 @@ add_custom_target(sluice_installables)
 add_dependencies(sluice_installables sluice_cli sluice sluice_tools sluice_cufile)
 if(TARGET sluice_python)
   add_dependencies(sluice_installables sluice_python)
+endif()
+if(TARGET sluice_mpi)
+  add_dependencies(sluice_installables sluice_mpi)
 endif()
 
 # Last install steps (CMP0082 keeps install rules in declaration order): the manifest that

@@ -1,6 +1,9 @@
-// The Communicator over MPI_COMM_WORLD. Errors keep MPI's default handler (MPI_ERRORS_ARE_FATAL),
-// so a collective call that cannot complete because a process died ends the job instead of
-// returning into code that would wait for it; mpirun then names the dead process.
+// The Communicator over MPI_COMM_WORLD, built as the plugin libsluice_mpi.so that
+// make_mpi_communicator() (src/cluster/mpi_plugin.cpp) loads on first use: only this file calls
+// MPI, and only processes that run under a launcher load MPI's libraries. Errors keep MPI's
+// default handler (MPI_ERRORS_ARE_FATAL), so a collective call that cannot complete because a
+// process died ends the job instead of returning into code that would wait for it; mpirun then
+// names the dead process.
 #include <mpi.h>
 
 #include <cerrno>
@@ -11,7 +14,8 @@
 #include <fmt/format.h>
 
 #include "sluice/error.hpp"
-#include "sluice/tools/mpi.hpp"
+#include "sluice/tools/cluster.hpp"
+#include "sluice/internal/mpi_plugin.hpp"
 
 namespace sluice {
 namespace {
@@ -137,10 +141,10 @@ class MpiCommunicator final : public Communicator {
 
 }  // namespace
 
-bool have_mpi() noexcept { return true; }
-
-std::unique_ptr<Communicator> make_mpi_communicator() {
-  return std::make_unique<MpiCommunicator>();
-}
-
 }  // namespace sluice
+
+// The plugin's one entry point (sluice/internal/mpi_plugin.hpp): the caller owns the result.
+extern "C" __attribute__((visibility("default"))) sluice::Communicator*
+sluice_mpi_plugin_make_communicator() {
+  return new sluice::MpiCommunicator();
+}

@@ -186,6 +186,25 @@ TEST_F(MpiBench, RankThatCannotStartEndsTheJob) {
   EXPECT_NE(r.rc, 124) << "the job hung until timeout(1) ended it after 60 s";
 }
 
+// The MPI communicator is a plugin loaded beside libsluice_tools (src/cluster/mpi_plugin.cpp):
+// libsluice_tools copied into a folder without it (found first through LD_LIBRARY_PATH) must end
+// the job with an error naming the plugin, not crash or hang.
+TEST_F(MpiBench, WithoutItsMpiPluginTheJobEndsSayingWhatIsMissing) {
+  namespace fs = std::filesystem;
+  const fs::path libs = dir_->file("libs");
+  fs::create_directory(libs);
+  fs::copy_file(SLUICE_LIB_PATH, libs / "libsluice.so.0");
+  fs::copy_file(SLUICE_TOOLS_LIB_PATH, libs / "libsluice_tools.so.0");
+  test::write_file(dir_->file("f.0"), test::random_bytes(MiB, 1));
+  test::write_file(dir_->file("f.1"), test::random_bytes(MiB, 2));
+  const auto r = mpirun(2, fmt::format("--file {} --bs 64K --rw read", file("f.{rank}")),
+                        fmt::format("-x LD_LIBRARY_PATH={}", shell_quote(libs.string())));
+  EXPECT_NE(r.rc, 0) << r.out << r.err;
+  EXPECT_NE(r.rc, 124) << "the job hung until timeout(1) ended it after 60 s";
+  EXPECT_NE(r.err.find("cannot load Sluice's MPI plugin"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find((libs / "libsluice_mpi.so").string()), std::string::npos) << r.err;
+}
+
 TEST_F(MpiBench, RankKilledMidRunEndsTheJobWithinSeconds) {
   // A time-bound run of 60 s. Once a rank is seen reading (its rchar in /proc past twice its
   // 4 MiB file: past the layout, in the measured loop; up to 60 s for that), it gets SIGKILL.
