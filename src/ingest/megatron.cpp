@@ -145,7 +145,7 @@ void MegatronDataset::extents(std::uint64_t k, std::vector<SampleExtent>& out) c
 std::string MegatronDataset::describe() const {
   return fmt::format("megatron: {} prefix{}, {} sequences, {} of {} tokens, {} samples of {} tokens",
                      grouped(prefixes_.size()), prefixes_.size() == 1 ? "" : "es", grouped(sequences_),
-                     format_size(tokens_ * token_bytes_), to_string(dtype_), grouped(samples_), grouped(seq_len_ + 1));
+                     format_size(tokens_ * token_bytes_), to_string(dtype_), grouped(samples_), seq_len_ + 1);
 }
 
 }  // namespace
