@@ -24,8 +24,11 @@ using formats::detail::bad_file;
 using formats::detail::quote_for_message;
 
 constexpr std::string_view op = "wds";
-// Bytes read at once while scanning headers: many small members share one read.
+// Bytes read at once while scanning headers: many small members share one read. After a jump
+// past a window's worth of contents (large members), the next read is small, so that the scan
+// does not read much of the contents it skips.
 constexpr std::uint64_t scan_window = 256 * KiB;
+constexpr std::uint64_t scan_window_after_jump = 16 * KiB;
 
 // The archive's bytes a window at a time, for scan_tar.
 class WindowReader {
@@ -40,7 +43,9 @@ class WindowReader {
 
  private:
   void fill(std::uint64_t offset, std::size_t n) {
-    const std::uint64_t want = std::min(std::max<std::uint64_t>(n, scan_window), size_ - std::min(offset, size_));
+    const std::uint64_t end = start_ + buffer_.size();
+    const std::uint64_t window = offset > end && offset - end >= scan_window ? scan_window_after_jump : scan_window;
+    const std::uint64_t want = std::min(std::max<std::uint64_t>(n, window), size_ - std::min(offset, size_));
     buffer_.resize(static_cast<std::size_t>(want));
     const auto got = read(file_, buffer_.data(), want, offset).bytes;
     buffer_.resize(static_cast<std::size_t>(got));

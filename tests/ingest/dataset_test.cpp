@@ -256,6 +256,19 @@ TEST_F(IngestDataset, WebDatasetShardsConcatenateAndFoldersAreSkipped) {
   EXPECT_NE(open({dir_.file("two.tar"), dir_.file("one.tar")})->fingerprint(), d->fingerprint());
 }
 
+TEST_F(IngestDataset, WebDatasetLargeMembersAndManySmallOnes) {
+  if (!have_python_tarfile()) GTEST_SKIP() << "no /usr/bin/python3 tarfile";
+  // Headers past the scan's first window, after jumps over large contents and after runs of
+  // small members (the scan reads a window at a time).
+  std::vector<WdsSample> samples;
+  samples.push_back({"big", {{"bin", random_bytes(300 * 1024 + 7, 31)}, {"cls", bytes_of("1")}}});
+  for (int i = 0; i < 400; ++i) samples.push_back({"small" + std::to_string(i), {{"txt", random_bytes(700, 40 + i)}}});
+  samples.push_back({"huge", {{"bin", random_bytes(1024 * 1024 + 1, 32)}}});
+  samples.push_back({"last", {{"txt", bytes_of("end")}}});
+  write_wds_shard(dir_.file("large.tar"), samples);
+  expect_wds(*open({dir_.file("large.tar")}), {{"large.tar", samples}});
+}
+
 TEST_F(IngestDataset, WebDatasetFromGnuTar) {
   if (!have_program("tar")) GTEST_SKIP() << "no tar";
   const std::string src = dir_.file("src");
