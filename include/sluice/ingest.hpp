@@ -30,7 +30,12 @@
 
 namespace sluice {
 
-enum class DatasetFormat : std::uint8_t { megatron, webdataset, npy };
+/// The formats a Dataset opens (docs/ingest.md, "Formats").
+enum class DatasetFormat : std::uint8_t {
+  megatron,    ///< Megatron/NeMo indexed datasets: PREFIX.bin + PREFIX.idx
+  webdataset,  ///< WebDataset .tar shards
+  npy,         ///< .npy shards of one dtype and row shape
+};
 
 /// "megatron", "wds", "npy".
 [[nodiscard]] SLUICE_API std::string_view to_string(DatasetFormat f) noexcept;
@@ -48,7 +53,7 @@ struct DatasetOptions {
 
 /// One piece of a sample: `size` bytes at `offset` of the dataset's file `file`.
 struct SampleExtent {
-  std::uint32_t file = 0;
+  std::uint32_t file = 0;  ///< index for Dataset::file()
   std::uint64_t offset = 0;
   std::uint64_t size = 0;
 };
@@ -66,7 +71,9 @@ struct SampleShape {
 class SLUICE_API Dataset {
  public:
   /// Opens the paths as one dataset, in the order given: Megatron prefixes (PREFIX, PREFIX.bin
-  /// or PREFIX.idx), WebDataset .tar shards, or .npy shards of one dtype and row shape.
+  /// or PREFIX.idx), WebDataset .tar shards, or .npy shards of one dtype and row shape. Throws
+  /// an Error (domain data) naming the file and the field for a file that breaks its format, and
+  /// a usage Error for bad paths or options (none, two formats, seq_len missing or misplaced).
   [[nodiscard]] static std::shared_ptr<const Dataset> open(std::span<const std::string> paths,
                                                            const DatasetOptions& options = {});
 
@@ -77,7 +84,9 @@ class SLUICE_API Dataset {
   /// Bytes of sample k (the sum of its extents' sizes).
   [[nodiscard]] virtual std::uint64_t sample_bytes(std::uint64_t k) const = 0;
   /// Appends sample k's extents to `out`, in the order its bytes are concatenated (Megatron: the
-  /// pieces of the sequences it spans; WebDataset: its members in tar order; npy: one row).
+  /// pieces of the sequences it spans, merged where they lie back to back in the .bin;
+  /// WebDataset: its members in tar order, empty ones included; npy: one row). k < size(), else
+  /// a usage Error (as for sample_bytes and sample_id).
   virtual void extents(std::uint64_t k, std::vector<SampleExtent>& out) const = 0;
   /// WebDataset: appends the field of each of sample k's members ("jpg", "cls", "seg.png": the
   /// name after the key's dot), one per extent, in tar order. Other formats append nothing.
@@ -86,10 +95,13 @@ class SLUICE_API Dataset {
   [[nodiscard]] virtual std::string sample_id(std::uint64_t k) const = 0;
   /// The shape every sample has; nullopt for WebDataset, whose samples vary.
   [[nodiscard]] virtual std::optional<SampleShape> sample_shape() const = 0;
+  /// Files the extents number: Megatron prefix i's .bin, or shard i.
   [[nodiscard]] virtual std::size_t file_count() const noexcept = 0;
+  /// File `index` (< file_count(), else a usage Error), open for reading.
   [[nodiscard]] virtual const File& file(std::size_t index) const = 0;
-  /// A hash of everything that decides the samples (format, seq_len, each file's name and size,
-  /// the index contents): a LoaderState saved for other data is refused by it.
+  /// A hash of everything that decides the samples (format, seq_len, each file's base name and
+  /// size, the index contents: Megatron .idx bytes, the tar member table, the npy headers): a
+  /// LoaderState saved for other data is refused by it. Moving the files keeps it.
   [[nodiscard]] virtual std::uint64_t fingerprint() const noexcept = 0;
   /// One line for people: "megatron: 2 prefixes, 81,920 sequences, 1.0 GiB of u16 tokens,
   /// 245,759 samples of 2049 tokens".
