@@ -73,6 +73,7 @@ void BatchPlanner::cover(const SampleExtent& e, std::uint64_t dest, BatchPlan& o
       r.file = e.file;
       r.offset = round_down(pos, a);
       r.staging = round_up(out.staging_bytes, arena_granule);
+      r.first_piece = out.pieces.size();
       out.reads.push_back(r);
       cur = &out.reads.back();
     }
@@ -81,6 +82,7 @@ void BatchPlanner::cover(const SampleExtent& e, std::uint64_t dest, BatchPlan& o
     if (want > cur->offset + cur->size) cur->size = want - cur->offset;
     const std::uint64_t take = std::min(end, cur->offset + cur->size) - pos;
     out.pieces.push_back({cur->staging + (pos - cur->offset), take, dest});
+    ++cur->pieces;
     pos += take;
     dest += take;
     cur->needed = std::max(cur->needed, pos - cur->offset);

@@ -48,6 +48,8 @@ struct PlannedRead {
   std::uint64_t size = 0;     ///< what is asked for (aligned; may run past the end of the file)
   std::uint64_t needed = 0;   ///< bytes from `offset` the pieces use: less is a failed read
   std::uint64_t staging = 0;  ///< where it lands, from the batch's staging base
+  std::size_t first_piece = 0;  ///< its pieces: [first_piece, first_piece + pieces) of BatchPlan::pieces
+  std::size_t pieces = 0;
 };
 
 /// `size` bytes at staging offset `staging` belong at `dest` of the batch.

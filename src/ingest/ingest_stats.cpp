@@ -43,13 +43,15 @@ void IngestMeter::record_step(std::uint64_t enter_ns, std::uint64_t exit_ns, Pro
   max_reads_in_flight_ = std::max(max_reads_in_flight_, reads_in_flight);
 }
 
-void IngestMeter::record_read(const TransferResult& r) {
+void IngestMeter::record_reads(std::span<const TransferResult> reads) {
   const std::lock_guard lock(mu_);
-  read_bytes_ += r.bytes;
-  read_ios_ += r.ios;
-  cached_bytes_ += std::min(r.cached_bytes, r.bytes);
-  std::string& slot = r.cached_bytes >= r.bytes ? cached_reason_ : direct_reason_;
-  if (slot.empty()) slot = r.reason;
+  for (const TransferResult& r : reads) {
+    read_bytes_ += r.bytes;
+    read_ios_ += r.ios;
+    cached_bytes_ += std::min(r.cached_bytes, r.bytes);
+    std::string& slot = r.cached_bytes >= r.bytes ? cached_reason_ : direct_reason_;
+    if (slot.empty()) slot = r.reason;
+  }
 }
 
 void IngestMeter::set_dropped(std::uint64_t n) noexcept {

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdint>
 #include <mutex>
+#include <span>
 #include <string>
 
 #include "sluice/histogram.hpp"
@@ -41,8 +42,8 @@ class IngestMeter {
   void record_step(std::uint64_t enter_ns, std::uint64_t exit_ns, ProducerState state,
                    std::uint64_t reads_in_flight, unsigned ahead, std::uint64_t samples,
                    std::uint64_t bytes, bool first_after_start);
-  /// One completed read.
-  void record_read(const TransferResult& r);
+  /// The completed reads of one batch.
+  void record_reads(std::span<const TransferResult> reads);
   void set_dropped(std::uint64_t n) noexcept;
   /// Forgets everything (restore()).
   void reset();

@@ -28,6 +28,7 @@
 #include "loader_memory.hpp"
 #include "sluice/error.hpp"
 #include "sluice/ingest.hpp"
+#include "sluice/io_engine.hpp"
 #include "sluice/residency.hpp"
 #include "sluice/transfer.hpp"
 
@@ -62,6 +63,7 @@ struct Loader::Impl {
     std::vector<TransferResult> done;
     std::exception_ptr error;
     std::uint64_t async_reads = 0;
+    std::vector<bool> landed;  // per piece: read straight to its place in the gathered batch
   };
 
   std::shared_ptr<const Dataset> ds;
@@ -72,7 +74,8 @@ struct Loader::Impl {
   std::shared_ptr<detail::Arena> staging;
   std::shared_ptr<detail::Arena> buffers;
   std::unique_ptr<detail::BatchPlanner> planner;  // the producer's
-  TransferOptions read_opts;
+  TransferOptions read_opts;   // reads on this thread's slow path (and their errors)
+  TransferOptions async_opts;  // reads for the engine's async I/O thread
   Stream stream;
   std::vector<std::uint64_t> file_sizes;
 
@@ -103,6 +106,7 @@ struct Loader::Impl {
   void issue(std::uint64_t step, std::deque<InFlight>& window, bool* stop_issuing);
   Ready complete(InFlight& f);
   bool read_now(const File& file, std::size_t index, const detail::PlannedRead& r) const;
+  void read_cached(InFlight& f, std::byte* base, const std::vector<std::size_t>& which);
   void start_run();
   void stop_producer();
   [[nodiscard]] LoaderState state_locked() const;
@@ -130,6 +134,13 @@ Loader::Impl::Impl(std::shared_ptr<const Dataset> dataset, IngestOptions options
   }
   cfg = o.config ? o.config : config();
   read_opts.config = cfg;  // staging is host memory: the host path, with the configuration's cache policy
+  async_opts.config = cfg;
+  if (cfg->cache_policy == CachePolicy::automatic) {
+    // read_now() has asked the page cache already: the engine need not ask again per read.
+    auto probed = std::make_shared<Config>(*cfg);
+    probed->cache_policy = CachePolicy::bypass;
+    async_opts.config = std::move(probed);
+  }
   shape = ds->sample_shape();
   planner = std::make_unique<detail::BatchPlanner>(*ds, cfg->io_size);
   for (std::size_t f = 0; f < ds->file_count(); ++f) file_sizes.push_back(ds->file(f).size());
@@ -154,6 +165,60 @@ bool Loader::Impl::read_now(const File& file, std::size_t index, const detail::P
   if (r.offset >= size) return true;
   const Residency res = page_cache_residency(file.fd(), r.offset, std::min(r.size, size - r.offset));
   return res.pages > 0 && res.cached == res.pages;
+}
+
+// Reads of ranges in the page cache (or of files without O_DIRECT), on this thread through its
+// own engine, buffered and piece by piece: only the samples' bytes, no aligned cover, and for
+// device memory straight to their place in the gathered batch. Every read of the batch goes in
+// one submission, where sluice::read() per range costs a residency probe, a size check and a
+// pipeline each (2.7x the CPU per sample, measured warm). A piece that comes back short or
+// failed has its whole read done again by sluice::read() into staging, which finishes it or
+// reports the error with its file and range.
+void Loader::Impl::read_cached(InFlight& f, std::byte* base, const std::vector<std::size_t>& which) {
+  IoEngine& engine = thread_engine(resolve_engine(cfg->engine), 64);
+  std::vector<IoCompletion> out(engine.capacity());
+  const bool to_assembly = o.target == LoadTarget::device;
+  std::byte* assembly = base + detail::round_up(f.plan.staging_bytes, detail::arena_granule);
+  std::vector<bool> failed(f.plan.reads.size());
+  std::size_t pending = 0;
+  auto flush = [&](std::size_t min) {
+    const std::size_t n = engine.submit_and_wait(out, min);
+    for (std::size_t c = 0; c < n; ++c) {
+      --pending;
+      const detail::Piece& p = f.plan.pieces[out[c].tag >> 20];
+      const std::size_t read = out[c].tag & 0xfffff;
+      if (out[c].result < 0 || static_cast<std::uint64_t>(out[c].result) != p.size) failed[read] = true;
+    }
+  };
+  for (std::size_t i : which) {
+    detail::PlannedRead& r = f.plan.reads[i];
+    const File& file = ds->file(r.file);
+    for (std::size_t k = r.first_piece; k < r.first_piece + r.pieces; ++k) {
+      const detail::Piece& p = f.plan.pieces[k];
+      if (p.size == 0) continue;
+      while (engine.in_flight() >= engine.capacity()) flush(1);
+      std::byte* dst = to_assembly ? assembly + p.dest : base + p.staging;
+      engine.prepare({IoOp::read, file.cache_fd(), dst, static_cast<std::uint32_t>(p.size),
+                      r.offset + (p.staging - r.staging), (std::uint64_t{k} << 20) | i, -1, false});
+      ++pending;
+    }
+  }
+  while (pending > 0) flush(pending);
+  for (std::size_t i : which) {
+    const detail::PlannedRead& r = f.plan.reads[i];
+    if (!failed[i]) {
+      if (to_assembly) {
+        for (std::size_t k = r.first_piece; k < r.first_piece + r.pieces; ++k) f.landed[k] = true;
+      }
+      f.done[i] = {r.needed, Path::host, "page cache: buffered, on the loader's thread", 0, r.pieces, r.needed};
+      continue;
+    }
+    try {
+      f.done[i] = read(ds->file(r.file), base + r.staging, r.size, r.offset, read_opts);
+    } catch (...) {
+      if (!f.error) f.error = std::current_exception();
+    }
+  }
 }
 
 void Loader::Impl::issue(std::uint64_t step, std::deque<InFlight>& window, bool* stop_issuing) {
@@ -185,28 +250,27 @@ void Loader::Impl::issue(std::uint64_t step, std::deque<InFlight>& window, bool*
   std::byte* base = staging->base() + f.staging;
   f.pending.resize(f.plan.reads.size());
   f.done.resize(f.plan.reads.size());
+  f.landed.assign(f.plan.pieces.size(), false);
   std::vector<BatchEntry> entries;
   std::vector<std::size_t> entry_read;
-  for (std::size_t i = 0; i < f.plan.reads.size() && !f.error; ++i) {
+  std::vector<std::size_t> now;
+  for (std::size_t i = 0; i < f.plan.reads.size(); ++i) {
     const detail::PlannedRead& r = f.plan.reads[i];
     const File& file = ds->file(r.file);
     if (read_now(file, r.file, r)) {
-      try {
-        f.done[i] = read(file, base + r.staging, r.size, r.offset, read_opts);
-      } catch (...) {
-        f.error = std::current_exception();
-      }
+      now.push_back(i);
     } else {
       entries.push_back({IoOp::read, &file, base + r.staging, r.size, r.offset});
       entry_read.push_back(i);
     }
   }
-  if (!entries.empty()) {
-    auto futures = submit_batch(entries, read_opts);
+  if (!entries.empty()) {  // first, so the device works while this thread reads the cache
+    auto futures = submit_batch(entries, async_opts);
     for (std::size_t k = 0; k < futures.size(); ++k) f.pending[entry_read[k]] = std::move(futures[k]);
     f.async_reads = futures.size();
     reads_in_flight += f.async_reads;
   }
+  if (!now.empty()) read_cached(f, base, now);
   window.push_back(std::move(f));
   ++window_batches;
 }
@@ -237,8 +301,8 @@ Loader::Impl::Ready Loader::Impl::complete(InFlight& f) {
                     {.op = "ingest", .path = ds->file(r.file).path(), .offset = r.offset, .size = r.needed, .has_range = true},
                     fmt::format("the file ended after {} of these bytes: it shrank after the dataset was opened", f.done[i].bytes));
       }
-      meter.record_read(f.done[i]);
     }
+    meter.record_reads(f.done);
   } catch (...) {
     return {std::nullopt, std::current_exception()};
   }
@@ -255,7 +319,10 @@ Loader::Impl::Ready Loader::Impl::complete(InFlight& f) {
   try {
     if (o.target == LoadTarget::device) {
       std::byte* assembly = staging->base() + f.staging + detail::round_up(f.plan.staging_bytes, detail::arena_granule);
-      for (const detail::Piece& p : f.plan.pieces) std::memcpy(assembly + p.dest, st + p.staging, p.size);
+      for (std::size_t k = 0; k < f.plan.pieces.size(); ++k) {
+        const detail::Piece& p = f.plan.pieces[k];
+        if (!f.landed[k]) std::memcpy(assembly + p.dest, st + p.staging, p.size);
+      }
       if (f.plan.bytes > 0) {
         o.device->copy_to_device_async(lease->data, assembly, f.plan.bytes, stream.get());
         stream.synchronize();
