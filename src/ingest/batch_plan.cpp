@@ -98,9 +98,16 @@ void BatchPlanner::plan(std::span<const std::uint64_t> samples, BatchPlan& out) 
   out.sample_pieces.clear();
   out.staging_bytes = 0;
   out.bytes = 0;
-  const std::optional<SampleShape> shape = ds_.sample_shape();
+  if (ds_.sample_shape()) {
+    plan_fixed(samples, out);
+  } else {
+    plan_fields(samples, out);
+  }
+}
+
+void BatchPlanner::plan_fixed(std::span<const std::uint64_t> samples, BatchPlan& out) {
   const std::size_t count = samples.size();
-  if (shape) {
+  {
     const std::uint64_t each = count == 0 ? 0 : ds_.sample_bytes(samples[0]);
     for (std::size_t i = 0; i < count; ++i) {
       extents_.clear();
@@ -120,8 +127,11 @@ void BatchPlanner::plan(std::span<const std::uint64_t> samples, BatchPlan& out) 
     f.offsets.resize(count + 1);
     for (std::size_t i = 0; i <= count; ++i) f.offsets[i] = i * each;
     out.fields.push_back(std::move(f));
-    return;
   }
+}
+
+void BatchPlanner::plan_fields(std::span<const std::uint64_t> samples, BatchPlan& out) {
+  const std::size_t count = samples.size();
   // WebDataset: every field packed on its own, samples back to back within it. First each
   // member's field and size, then the layout, then the reads.
   struct Member {

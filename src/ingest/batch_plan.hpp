@@ -86,6 +86,8 @@ class BatchPlanner {
 
  private:
   void cover(const SampleExtent& e, std::uint64_t dest, BatchPlan& out);
+  void plan_fixed(std::span<const std::uint64_t> samples, BatchPlan& out);
+  void plan_fields(std::span<const std::uint64_t> samples, BatchPlan& out);  // WebDataset
 
   const Dataset& ds_;
   std::uint64_t max_read_;

@@ -21,7 +21,8 @@ double gib_per_s(double bytes, double seconds) { return seconds > 0 ? bytes / st
 
 }  // namespace
 
-void IngestMeter::record_step(std::uint64_t enter_ns, std::uint64_t exit_ns, ProducerState state,
+void IngestMeter::record_step(std::uint64_t enter_ns, std::uint64_t exit_ns,
+                              const std::array<std::uint64_t, producer_states>& producer_ns,
                               std::uint64_t reads_in_flight, unsigned ahead, std::uint64_t samples,
                               std::uint64_t bytes, bool first_after_start) {
   const std::uint64_t wait = exit_ns - enter_ns;
@@ -36,7 +37,7 @@ void IngestMeter::record_step(std::uint64_t enter_ns, std::uint64_t exit_ns, Pro
   // The first batch of a run waits for the pipeline to fill, whatever its depth: it is in the
   // percentiles and the fraction, not in the evidence for a cause.
   if (first_after_start || wait < stall_ns) return;
-  wait_by_state_[static_cast<std::size_t>(state)] += wait;
+  for (std::size_t i = 0; i < producer_states; ++i) wait_by_state_[i] += producer_ns[i];
   reads_at_wait_ += reads_in_flight;
   ahead_at_wait_ += ahead;
   ++counted_waits_;
@@ -69,6 +70,56 @@ void IngestMeter::reset() {
   read_bytes_ = read_ios_ = cached_bytes_ = 0;
   direct_reason_.clear();
   cached_reason_.clear();
+}
+
+// The likely cause of the waits, in the doctor's words, with the evidence (empty: no stall).
+std::string IngestMeter::stall_cause(const IngestStats& s, const MemoryPlan& memory) const {
+  std::uint64_t counted = 0;
+  std::size_t top = 0;
+  for (std::size_t i = 0; i < producer_states; ++i) {
+    counted += wait_by_state_[i];
+    if (wait_by_state_[i] > wait_by_state_[top]) top = i;
+  }
+  const double counted_s = static_cast<double>(counted) / 1e9;
+  if (counted_waits_ == 0 || s.wall_seconds <= 0 || counted_s < cause_fraction * s.wall_seconds) return {};
+  const double mean_reads = static_cast<double>(reads_at_wait_) / static_cast<double>(counted_waits_);
+  const double mean_ahead = static_cast<double>(ahead_at_wait_) / static_cast<double>(counted_waits_);
+  const double read_gib_s = gib_per_s(static_cast<double>(read_bytes_), s.wall_seconds);
+  const std::string share = fmt::format("{:.0f}% of the waiting", 100.0 * static_cast<double>(wait_by_state_[top]) / static_cast<double>(counted));
+  const std::string shrunk =
+      memory.prefetch < memory.prefetch_asked
+          ? fmt::format("; prefetch {} asked, {} fit the memory budget of {} (batch {})", memory.prefetch_asked,
+                        memory.prefetch, format_size(memory.budget), format_size(memory.batch_bytes))
+          : std::string();
+  switch (static_cast<ProducerState>(top)) {
+    case ProducerState::reads:
+      if (memory.prefetch < memory.prefetch_asked) {
+        return fmt::format("memory_budget: {} was for reads, {:.1f} batches ahead{}", share, mean_ahead, shrunk);
+      }
+      if (mean_reads < deep_queue) {
+        return fmt::format(
+            "queue_depth: {} was for reads with {:.0f} in flight on average ({:.1f} of {} batches ahead), storage "
+            "delivering {:.2f} GiB/s: raise prefetch (or the batch size) for more reads in flight",
+            share, mean_reads, mean_ahead, memory.prefetch, read_gib_s);
+      }
+      return fmt::format(
+            "device_limit: {} was for reads with {:.0f} in flight on average ({:.1f} of {} batches ahead), storage "
+            "delivering {:.2f} GiB/s: the queue is deep, the device gives no more (or a limit such as a cgroup's "
+            "io.max: `sluice doctor` tells throttled apart)",
+            share, mean_reads, mean_ahead, memory.prefetch, read_gib_s);
+    case ProducerState::memory:
+      return fmt::format(
+          "memory_budget: {} was for a batch buffer: the batches the consumer holds fill the batch region ({}, "
+          "budget {}){}",
+          share, format_size(memory.buffer_bytes), format_size(memory.budget), shrunk);
+    case ProducerState::busy:
+    case ProducerState::idle:
+      break;
+  }
+  return fmt::format(
+          "cpu_bound: {} the loader's thread was busy planning, gathering and copying batches, not waiting for "
+          "reads ({:.0f} reads in flight on average, {:.2f} GiB/s read)",
+          "in " + share, mean_reads, read_gib_s);
 }
 
 IngestStats IngestMeter::stats(const MemoryPlan& memory, LoadTarget target) const {
@@ -108,54 +159,7 @@ IngestStats IngestMeter::stats(const MemoryPlan& memory, LoadTarget target) cons
     s.reason = fmt::format("{} into staging, gathered into {} batch memory", io, to_string(target));
   }
 
-  std::uint64_t counted = 0;
-  std::size_t top = 0;
-  for (std::size_t i = 0; i < producer_states; ++i) {
-    counted += wait_by_state_[i];
-    if (wait_by_state_[i] > wait_by_state_[top]) top = i;
-  }
-  const double counted_s = static_cast<double>(counted) / 1e9;
-  if (counted_waits_ == 0 || s.wall_seconds <= 0 || counted_s < cause_fraction * s.wall_seconds) return s;
-  const double mean_reads = static_cast<double>(reads_at_wait_) / static_cast<double>(counted_waits_);
-  const double mean_ahead = static_cast<double>(ahead_at_wait_) / static_cast<double>(counted_waits_);
-  const double read_gib_s = gib_per_s(static_cast<double>(read_bytes_), s.wall_seconds);
-  const std::string share = fmt::format("{:.0f}% of the waiting", 100.0 * static_cast<double>(wait_by_state_[top]) / static_cast<double>(counted));
-  const std::string shrunk =
-      memory.prefetch < memory.prefetch_asked
-          ? fmt::format("; prefetch {} asked, {} fit the memory budget of {} (batch {})", memory.prefetch_asked,
-                        memory.prefetch, format_size(memory.budget), format_size(memory.batch_bytes))
-          : std::string();
-  switch (static_cast<ProducerState>(top)) {
-    case ProducerState::reads:
-      if (memory.prefetch < memory.prefetch_asked) {
-        s.stall_cause = fmt::format("memory_budget: {} was for reads, {:.1f} batches ahead{}", share, mean_ahead, shrunk);
-      } else if (mean_reads < deep_queue) {
-        s.stall_cause = fmt::format(
-            "queue_depth: {} was for reads with {:.0f} in flight on average ({:.1f} of {} batches ahead), storage "
-            "delivering {:.2f} GiB/s: raise prefetch (or the batch size) for more reads in flight",
-            share, mean_reads, mean_ahead, memory.prefetch, read_gib_s);
-      } else {
-        s.stall_cause = fmt::format(
-            "device_limit: {} was for reads with {:.0f} in flight on average ({:.1f} of {} batches ahead), storage "
-            "delivering {:.2f} GiB/s: the queue is deep, the device gives no more (or a limit such as a cgroup's "
-            "io.max: `sluice doctor` tells throttled apart)",
-            share, mean_reads, mean_ahead, memory.prefetch, read_gib_s);
-      }
-      break;
-    case ProducerState::memory:
-      s.stall_cause = fmt::format(
-          "memory_budget: {} was for a batch buffer: the batches the consumer holds fill the batch region ({}, "
-          "budget {}){}",
-          share, format_size(memory.buffer_bytes), format_size(memory.budget), shrunk);
-      break;
-    case ProducerState::busy:
-    case ProducerState::idle:
-      s.stall_cause = fmt::format(
-          "cpu_bound: {} the loader's thread was busy planning, gathering and copying batches, not waiting for "
-          "reads ({:.0f} reads in flight on average, {:.2f} GiB/s read)",
-          share == "" ? "" : "in " + share, mean_reads, read_gib_s);
-      break;
-  }
+  s.stall_cause = stall_cause(s, memory);
   return s;
 }
 

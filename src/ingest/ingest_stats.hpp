@@ -3,6 +3,7 @@
 // took. Thread-safe: the consumer records waits, the producer records reads.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <mutex>
@@ -36,10 +37,12 @@ struct MemoryPlan {
 
 class IngestMeter {
  public:
-  /// One step handed out: the consumer waited `wait_ns`, during which the producer was
-  /// `state` with `reads_in_flight` reads and `ahead` batches in flight or ready.
+  /// One step handed out: the consumer waited from `enter_ns` to `exit_ns`, during which the
+  /// producer spent `producer_ns[state]` in each state, with `reads_in_flight` reads and `ahead`
+  /// batches in flight when the wait began.
   /// next() was entered at `enter_ns` and returned at `exit_ns` (steady clock).
-  void record_step(std::uint64_t enter_ns, std::uint64_t exit_ns, ProducerState state,
+  void record_step(std::uint64_t enter_ns, std::uint64_t exit_ns,
+                   const std::array<std::uint64_t, producer_states>& producer_ns,
                    std::uint64_t reads_in_flight, unsigned ahead, std::uint64_t samples,
                    std::uint64_t bytes, bool first_after_start);
   /// The completed reads of one batch.
@@ -51,6 +54,8 @@ class IngestMeter {
   [[nodiscard]] IngestStats stats(const MemoryPlan& memory, LoadTarget target) const;
 
  private:
+  [[nodiscard]] std::string stall_cause(const IngestStats& s, const MemoryPlan& memory) const;  // mu_ held
+
   mutable std::mutex mu_;
   LatencyHistogram waits_;
   std::uint64_t steps_ = 0;

@@ -10,6 +10,7 @@
 // for host memory straight into it. Both regions are allocated once, sized to the memory budget
 // (docs/ingest.md, "The pipeline"). docs/ingest.md, "Order and resume", has the arithmetic.
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
@@ -97,6 +98,10 @@ struct Loader::Impl {
   bool running = false;
   std::atomic<bool> stop{false};
   std::atomic<ProducerState> pstate{ProducerState::idle};
+  // Nanoseconds the producer spent in each state, and when it entered the current one: the
+  // consumer's wait is attributed by the difference of two snapshots.
+  std::array<std::atomic<std::uint64_t>, detail::producer_states> state_ns{};
+  std::atomic<std::uint64_t> state_since{now_ns()};
   std::atomic<std::uint64_t> reads_in_flight{0};
   std::atomic<unsigned> window_batches{0};
   detail::IngestMeter meter;
@@ -107,6 +112,8 @@ struct Loader::Impl {
   Ready complete(InFlight& f);
   bool read_now(const File& file, std::size_t index, const detail::PlannedRead& r) const;
   void read_cached(InFlight& f, std::byte* base, const std::vector<std::size_t>& which);
+  void set_state(ProducerState s);
+  [[nodiscard]] std::array<std::uint64_t, detail::producer_states> state_snapshot() const;
   void start_run();
   void stop_producer();
   [[nodiscard]] LoaderState state_locked() const;
@@ -276,7 +283,7 @@ void Loader::Impl::issue(std::uint64_t step, std::deque<InFlight>& window, bool*
 }
 
 Loader::Impl::Ready Loader::Impl::complete(InFlight& f) {
-  pstate = ProducerState::reads;
+  set_state(ProducerState::reads);
   for (std::size_t i = 0; i < f.pending.size(); ++i) {
     if (!f.pending[i].valid()) continue;
     try {
@@ -286,7 +293,7 @@ Loader::Impl::Ready Loader::Impl::complete(InFlight& f) {
     }
   }
   reads_in_flight -= f.async_reads;
-  pstate = ProducerState::busy;
+  set_state(ProducerState::busy);
   struct StagingBack {
     detail::Arena& arena;
     InFlight& f;
@@ -306,9 +313,9 @@ Loader::Impl::Ready Loader::Impl::complete(InFlight& f) {
   } catch (...) {
     return {std::nullopt, std::current_exception()};
   }
-  pstate = ProducerState::memory;
+  set_state(ProducerState::memory);
   const auto at = buffers->alloc(f.plan.bytes, [this] { return stop.load(); });
-  pstate = ProducerState::busy;
+  set_state(ProducerState::busy);
   if (!at) return {};
   auto lease = std::make_shared<detail::BatchLease>();
   lease->arena = buffers;
@@ -354,7 +361,7 @@ void Loader::Impl::produce() {
   std::uint64_t next_step = 0;
   bool failed = false;
   while (!stop) {
-    pstate = ProducerState::busy;
+    set_state(ProducerState::busy);
     bool full = false;
     while (!failed && !full && !stop && next_step < total) {
       {
@@ -374,7 +381,7 @@ void Loader::Impl::produce() {
     }
     if (window.empty()) {
       std::unique_lock lock(mu);
-      pstate = ProducerState::idle;
+      set_state(ProducerState::idle);
       space_cv.wait(lock, [&] { return stop || (!failed && next_step < total && ready.size() < mem.prefetch); });
       continue;
     }
@@ -396,7 +403,21 @@ void Loader::Impl::produce() {
     staging->release(f.staging, f.staging_len);
   }
   window_batches = 0;
-  pstate = ProducerState::idle;
+  set_state(ProducerState::idle);
+}
+
+void Loader::Impl::set_state(ProducerState s) {
+  const std::uint64_t now = now_ns();
+  const std::uint64_t since = state_since.exchange(now);
+  state_ns[static_cast<std::size_t>(pstate.load())] += now - since;
+  pstate = s;
+}
+
+std::array<std::uint64_t, detail::producer_states> Loader::Impl::state_snapshot() const {
+  std::array<std::uint64_t, detail::producer_states> out{};
+  for (std::size_t i = 0; i < out.size(); ++i) out[i] = state_ns[i].load();
+  out[static_cast<std::size_t>(pstate.load())] += now_ns() - state_since.load();
+  return out;
 }
 
 void Loader::Impl::stop_producer() {
@@ -451,14 +472,14 @@ std::optional<Batch> Loader::next() {
     m.running = true;
     m.producer = std::thread([&m] { m.produce(); });
   }
-  ProducerState seen = m.pstate.load();
+  std::array<std::uint64_t, detail::producer_states> before{};
   std::uint64_t reads = 0;
   unsigned ahead = 0;
   unsigned blocked = 0;
   bool waited = false;
   while (m.ready.empty()) {
     if (!waited) {
-      seen = m.pstate.load();
+      before = m.state_snapshot();
       reads = m.reads_in_flight.load();
       ahead = m.window_batches.load();
       waited = true;
@@ -481,10 +502,15 @@ std::optional<Batch> Loader::next() {
     m.failure = r.error;
     std::rethrow_exception(r.error);
   }
+  std::array<std::uint64_t, detail::producer_states> during{};
+  if (waited) {
+    during = m.state_snapshot();
+    for (std::size_t i = 0; i < during.size(); ++i) during[i] -= std::min(during[i], before[i]);
+  }
   ++m.handed;
   const bool first = std::exchange(m.first_after_start, false);
   lock.unlock();
-  m.meter.record_step(enter, now_ns(), seen, reads, ahead, r.batch->samples().size(), r.batch->bytes(), first);
+  m.meter.record_step(enter, now_ns(), during, reads, ahead, r.batch->samples().size(), r.batch->bytes(), first);
   return std::move(r.batch);
 }
 
