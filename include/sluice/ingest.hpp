@@ -246,9 +246,15 @@ class SLUICE_API Loader {
   /// Steps this rank takes in an epoch started at position 0 with these options.
   [[nodiscard]] std::uint64_t steps_per_epoch() const noexcept;
   [[nodiscard]] IngestStats stats() const;
-  /// Bytes of the budget in use now, and the most ever in use at once.
+  /// Bytes of the budget in use now: batch buffers handed out (to the consumer, or queued for
+  /// it) plus staging of the batches in flight. 0 once every batch is dropped and nothing is
+  /// read ahead.
   [[nodiscard]] std::uint64_t memory_in_use() const noexcept;
+  /// The most memory_in_use() has been at once.
   [[nodiscard]] std::uint64_t memory_high_water() const noexcept;
+  /// The regions allocated once when the Loader was made (staging and batch buffers), which
+  /// memory_in_use() is handed out from: at most memory_budget.
+  [[nodiscard]] std::uint64_t memory_reserved() const noexcept;
   [[nodiscard]] const Dataset& dataset() const noexcept;
 
  private:

@@ -1,9 +1,12 @@
 #include "arena.hpp"
 
+#include <algorithm>
+
 namespace sluice::detail {
 
-Arena::Arena(LoadTarget kind, const std::shared_ptr<Device>& device, std::uint64_t bytes)
-    : capacity_(round_up(bytes, arena_granule)) {
+Arena::Arena(LoadTarget kind, const std::shared_ptr<Device>& device, std::uint64_t bytes,
+             std::shared_ptr<ArenaUse> use)
+    : capacity_(round_up(bytes, arena_granule)), use_(std::move(use)) {
   if (capacity_ == 0) return;
   const auto n = static_cast<std::size_t>(capacity_);
   switch (kind) {
@@ -23,6 +26,8 @@ std::optional<std::uint64_t> Arena::take(std::uint64_t bytes) {
     free_.erase(it);
     if (rest > 0) free_.emplace(off + bytes, rest);
     used_ += bytes;
+    ++pieces_;
+    if (use_) use_->add(bytes);
     return off;
   }
   return std::nullopt;
@@ -33,13 +38,28 @@ std::optional<std::uint64_t> Arena::try_alloc(std::uint64_t bytes) {
   return take(bytes);
 }
 
-std::optional<std::uint64_t> Arena::alloc(std::uint64_t bytes, const std::function<bool()>& stop) {
+std::optional<std::uint64_t> Arena::alloc(std::uint64_t bytes, const std::function<bool()>& stop,
+                                          const std::function<void()>& on_wait) {
   std::unique_lock lock(mu_);
+  bool told = !on_wait;
   for (;;) {
     if (auto off = take(bytes)) return off;
     if (stop()) return std::nullopt;
+    if (!told) {  // without the lock: on_wait takes the Loader's, which is taken before ours
+      told = true;
+      lock.unlock();
+      on_wait();
+      lock.lock();
+      continue;
+    }
     freed_.wait(lock);
   }
+}
+
+bool Arena::fits(std::uint64_t bytes) const {
+  bytes = round_up(std::max<std::uint64_t>(bytes, 1), arena_granule);
+  const std::lock_guard lock(mu_);
+  return std::any_of(free_.begin(), free_.end(), [&](const auto& piece) { return piece.second >= bytes; });
 }
 
 void Arena::release(std::uint64_t offset, std::uint64_t bytes) noexcept {
@@ -47,6 +67,8 @@ void Arena::release(std::uint64_t offset, std::uint64_t bytes) noexcept {
   {
     const std::lock_guard lock(mu_);
     used_ -= bytes;
+    --pieces_;
+    if (use_) use_->sub(bytes);
     auto [it, inserted] = free_.emplace(offset, bytes);
     (void)inserted;
     if (auto next = std::next(it); next != free_.end() && it->first + it->second == next->first) {
@@ -72,6 +94,11 @@ void Arena::wake() noexcept {
 std::uint64_t Arena::used() const noexcept {
   const std::lock_guard lock(mu_);
   return used_;
+}
+
+std::size_t Arena::pieces() const noexcept {
+  const std::lock_guard lock(mu_);
+  return pieces_;
 }
 
 }  // namespace sluice::detail

@@ -5,6 +5,7 @@
 // arena is shared with every lease.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -22,11 +23,28 @@ namespace sluice::detail {
 /// Granularity of every piece: a page, which O_DIRECT buffers and device copies both like.
 inline constexpr std::uint64_t arena_granule = 4096;
 
+/// Bytes handed out now by the arenas that share it, and the most ever at once: the Loader's
+/// staging and batch-buffer arenas share one, so memory_in_use() is their sum at one moment.
+struct ArenaUse {
+  std::atomic<std::uint64_t> now{0};
+  std::atomic<std::uint64_t> high{0};
+
+  void add(std::uint64_t bytes) noexcept {
+    const std::uint64_t v = now.fetch_add(bytes) + bytes;
+    std::uint64_t h = high.load();
+    while (v > h && !high.compare_exchange_weak(h, v)) {
+    }
+  }
+  void sub(std::uint64_t bytes) noexcept { now.fetch_sub(bytes); }
+};
+
 class Arena {
  public:
   /// Allocates `bytes` (rounded up to the granule) of `kind` memory; `device` is required for
-  /// device and pinned memory. An empty arena (0 bytes) allocates nothing.
-  Arena(LoadTarget kind, const std::shared_ptr<Device>& device, std::uint64_t bytes);
+  /// device and pinned memory. An empty arena (0 bytes) allocates nothing. `use`, when given,
+  /// counts the bytes handed out (with those of the other arenas sharing it).
+  Arena(LoadTarget kind, const std::shared_ptr<Device>& device, std::uint64_t bytes,
+        std::shared_ptr<ArenaUse> use = nullptr);
   Arena(const Arena&) = delete;
   Arena& operator=(const Arena&) = delete;
 
@@ -35,13 +53,19 @@ class Arena {
   /// Offset of a free piece of `bytes`, or nullopt when none is free now.
   [[nodiscard]] std::optional<std::uint64_t> try_alloc(std::uint64_t bytes);
   /// Waits until a piece is free or `stop()` says to give up (then nullopt). `stop` is checked
-  /// under the arena's lock whenever wake() or a release notifies.
-  [[nodiscard]] std::optional<std::uint64_t> alloc(std::uint64_t bytes, const std::function<bool()>& stop);
+  /// under the arena's lock whenever wake() or a release notifies. `on_wait`, when given, is
+  /// called once, without the arena's lock, when no piece is free and alloc() is about to wait
+  /// (the Loader tells its consumer so); a piece freed meanwhile is still found.
+  [[nodiscard]] std::optional<std::uint64_t> alloc(std::uint64_t bytes, const std::function<bool()>& stop,
+                                                   const std::function<void()>& on_wait = {});
+  /// Whether a piece of `bytes` is free now.
+  [[nodiscard]] bool fits(std::uint64_t bytes) const;
   void release(std::uint64_t offset, std::uint64_t bytes) noexcept;
   /// Wakes every alloc() waiting, to check its stop().
   void wake() noexcept;
-  /// Bytes handed out now.
+  /// Bytes handed out now, and in how many pieces.
   [[nodiscard]] std::uint64_t used() const noexcept;
+  [[nodiscard]] std::size_t pieces() const noexcept;
 
  private:
   std::optional<std::uint64_t> take(std::uint64_t bytes);  // with mu_ held
@@ -54,6 +78,8 @@ class Arena {
   std::condition_variable freed_;
   std::map<std::uint64_t, std::uint64_t> free_;  // offset -> bytes, coalesced
   std::uint64_t used_ = 0;
+  std::size_t pieces_ = 0;
+  std::shared_ptr<ArenaUse> use_;
 };
 
 [[nodiscard]] constexpr std::uint64_t round_up(std::uint64_t v, std::uint64_t a) noexcept {

@@ -30,16 +30,6 @@
 #include "sluice/transfer.hpp"
 
 namespace sluice {
-namespace {
-
-// How long next() waits with the producer blocked on the batch region before it calls that a
-// consumer holding every buffer (which no wait can end).
-constexpr auto held_check = std::chrono::milliseconds(50);
-constexpr unsigned held_checks = 20;
-
-}  // namespace
-
-
 Loader::Impl::Impl(std::shared_ptr<const Dataset> dataset, IngestOptions options)
     : ds(std::move(dataset)), o(std::move(options)) {
   const ErrorContext ctx{.op = "ingest"};
@@ -74,8 +64,8 @@ Loader::Impl::Impl(std::shared_ptr<const Dataset> dataset, IngestOptions options
   for (std::size_t f = 0; f < ds->file_count(); ++f) file_sizes.push_back(ds->file(f).size());
   mem = detail::plan_memory(*ds, o, *planner);
   const LoadTarget staging_kind = o.target == LoadTarget::device ? LoadTarget::pinned_host : LoadTarget::pageable_host;
-  staging = std::make_shared<detail::Arena>(staging_kind, o.device, mem.staging_bytes);
-  buffers = std::make_shared<detail::Arena>(o.target, o.device, mem.buffer_bytes);
+  staging = std::make_shared<detail::Arena>(staging_kind, o.device, mem.staging_bytes, use);
+  buffers = std::make_shared<detail::Arena>(o.target, o.device, mem.buffer_bytes, use);
   if (o.target == LoadTarget::device) stream = Stream(o.device);
   seed = o.seed;
   shuffle = o.shuffle;
@@ -203,7 +193,6 @@ std::optional<Batch> Loader::next() {
   std::array<std::uint64_t, detail::producer_states> before{};
   std::uint64_t reads = 0;
   unsigned ahead = 0;
-  unsigned blocked = 0;
   bool waited = false;
   while (m.ready.empty()) {
     if (!waited) {
@@ -212,16 +201,21 @@ std::optional<Batch> Loader::next() {
       ahead = m.window_batches.load();
       waited = true;
     }
-    if (m.ready_cv.wait_for(lock, held_check) == std::cv_status::no_timeout) continue;
-    blocked = m.pstate.load() == ProducerState::memory ? blocked + 1 : 0;
-    if (blocked >= held_checks && m.ready.empty()) {
+    // Nothing ready and the producer waits for a batch buffer that is not free: every buffer
+    // byte belongs to batches the consumer holds (none is queued, and batches in flight hold
+    // only staging), so only the consumer's dropping one could end the wait. Decided from the
+    // arena, not from how long the wait lasted.
+    if (m.buffer_wait != 0 && !m.buffers->fits(m.buffer_wait)) {
+      const std::size_t held = m.buffers->pieces();
       throw_usage_error({.op = "ingest"},
-                        fmt::format("next() cannot go on: the batches handed out and still held ({}) fill the batch "
-                                    "buffers the memory budget of {} allows ({}); drop a batch before asking for the "
-                                    "next, or raise memory_budget",
-                                    format_size(m.buffers->used()), format_size(m.o.memory_budget),
-                                    format_size(m.buffers->capacity())));
+                        fmt::format("next() cannot go on: the consumer holds {} batch{} ({}), all the batch buffers "
+                                    "the memory budget of {} allows ({}), and the next batch needs {}; drop a batch "
+                                    "before asking for the next, or raise memory_budget",
+                                    held, held == 1 ? "" : "es", format_size(m.buffers->used()),
+                                    format_size(m.o.memory_budget), format_size(m.buffers->capacity()),
+                                    format_size(m.buffer_wait)));
     }
+    m.ready_cv.wait(lock);
   }
   Impl::Ready r = std::move(m.ready.front());
   m.ready.pop_front();
@@ -291,11 +285,13 @@ std::uint64_t Loader::steps_per_epoch() const noexcept {
 
 IngestStats Loader::stats() const { return impl_->meter.stats(impl_->mem, impl_->o.target); }
 
-std::uint64_t Loader::memory_in_use() const noexcept {
+std::uint64_t Loader::memory_in_use() const noexcept { return impl_->use->now.load(); }
+
+std::uint64_t Loader::memory_high_water() const noexcept { return impl_->use->high.load(); }
+
+std::uint64_t Loader::memory_reserved() const noexcept {
   return impl_->staging->capacity() + impl_->buffers->capacity();
 }
-
-std::uint64_t Loader::memory_high_water() const noexcept { return memory_in_use(); }
 
 const Dataset& Loader::dataset() const noexcept { return *impl_->ds; }
 

@@ -57,6 +57,7 @@ struct Loader::Impl {
   detail::MemoryPlan mem;
   std::shared_ptr<detail::Arena> staging;
   std::shared_ptr<detail::Arena> buffers;
+  std::shared_ptr<detail::ArenaUse> use = std::make_shared<detail::ArenaUse>();  // both arenas'
   std::unique_ptr<detail::BatchPlanner> planner;  // the producer's
   TransferOptions read_opts;   // reads on this thread's slow path (and their errors)
   TransferOptions async_opts;  // reads for the engine's async I/O thread
@@ -73,6 +74,9 @@ struct Loader::Impl {
   std::condition_variable ready_cv;
   std::condition_variable space_cv;
   std::deque<Ready> ready;
+  // Bytes of batch buffer the producer is waiting for (0: it is not): set before it waits, so
+  // next() can tell from the arena that only the consumer's dropping a batch would end the wait.
+  std::uint64_t buffer_wait = 0;
   std::uint64_t handed = 0;
   bool epoch_over = false;
   bool first_after_start = true;

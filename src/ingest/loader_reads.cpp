@@ -164,7 +164,18 @@ Loader::Impl::Ready Loader::Impl::complete(InFlight& f) {
     return {std::nullopt, std::current_exception()};
   }
   set_state(ProducerState::memory);
-  const auto at = buffers->alloc(f.plan.bytes, [this] { return stop.load(); });
+  const auto at = buffers->alloc(f.plan.bytes, [this] { return stop.load(); },
+                                 [this, &f] {
+                                   {
+                                     const std::lock_guard lock(mu);
+                                     buffer_wait = f.plan.bytes;
+                                   }
+                                   ready_cv.notify_all();
+                                 });
+  {
+    const std::lock_guard lock(mu);
+    buffer_wait = 0;
+  }
   set_state(ProducerState::busy);
   if (!at) return {};
   auto lease = std::make_shared<detail::BatchLease>();

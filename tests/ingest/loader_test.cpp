@@ -280,8 +280,13 @@ TEST_F(IngestLoader, MemoryStaysWithinTheBudgetFromOneByteTo64MiB) {
     o.memory_budget = 200 * MiB;
     o.drop_last = false;
     Loader l(ds, o);
+    EXPECT_LE(l.memory_reserved(), o.memory_budget);
+    EXPECT_EQ(l.memory_in_use(), 0U);  // nothing read yet
     std::set<std::uint64_t> seen;
     while (auto b = l.next()) {
+      // The batch held counts, and everything in use lies inside the reserved regions.
+      EXPECT_GE(l.memory_in_use(), b->bytes());
+      EXPECT_LE(l.memory_in_use(), l.memory_reserved());
       for (std::size_t i = 0; i < b->samples().size(); ++i) {
         const std::uint64_t k = b->samples()[i];
         seen.insert(k);
@@ -291,6 +296,8 @@ TEST_F(IngestLoader, MemoryStaysWithinTheBudgetFromOneByteTo64MiB) {
     EXPECT_EQ(seen.size(), sizes.size());
     EXPECT_GT(l.memory_high_water(), 64 * MiB);
     EXPECT_LE(l.memory_high_water(), o.memory_budget) << to_string(t);
+    // Every batch dropped and the epoch read: all of it has come back.
+    EXPECT_EQ(l.memory_in_use(), 0U) << to_string(t);
   }
   // A budget no batch with the 64 MiB sample fits: that batch is the error, named.
   IngestOptions small = opts(2);
@@ -331,7 +338,7 @@ TEST_F(IngestLoader, ABatchOutlivesItsLoader) {
   EXPECT_EQ(kept->xxh3(0), hash_of(ds->bytes_of(kept->samples()[0])));
 }
 
-TEST_F(IngestLoader, AConsumerHoldingEveryBufferGetsAnError) {
+TEST_F(IngestLoader, AConsumerHoldingEveryBufferGetsAnErrorAtOnce) {
   auto ds = fixed(64, 1 * MiB, 1 * MiB);
   IngestOptions o = opts(4);
   o.memory_budget = 9 * MiB;  // one batch of 4 MiB and its staging: no room for a second
@@ -340,7 +347,32 @@ TEST_F(IngestLoader, AConsumerHoldingEveryBufferGetsAnError) {
   ASSERT_TRUE(held);
   const auto e = test::error_of([&] { (void)l.next(); });
   ASSERT_TRUE(e);
+  EXPECT_NE(std::string(e->what()).find("holds 1 batch "), std::string::npos) << e->what();
   EXPECT_NE(std::string(e->what()).find("drop a batch"), std::string::npos) << e->what();
+  // Dropping it lets the same Loader go on, with the batch that was waiting.
+  const std::uint64_t step = held->step();
+  held.reset();
+  auto b = l.next();
+  ASSERT_TRUE(b);
+  EXPECT_EQ(b->step(), step + 1);
+}
+
+TEST_F(IngestLoader, AConsumerHoldingAllBuffersOfALargerBudgetGetsAnError) {
+  auto ds = fixed(64, 64 * KiB, 64 * KiB);
+  IngestOptions o = opts(2);
+  o.prefetch = 2;  // three batch buffers: the consumer holds all three
+  Loader l(ds, o);
+  std::vector<Batch> held;
+  for (int i = 0; i < 3; ++i) {
+    auto b = l.next();
+    ASSERT_TRUE(b);
+    held.push_back(*b);
+  }
+  const auto e = test::error_of([&] { (void)l.next(); });
+  ASSERT_TRUE(e);
+  EXPECT_NE(std::string(e->what()).find("holds 3 batches"), std::string::npos) << e->what();
+  held.erase(held.begin());
+  EXPECT_TRUE(l.next());
 }
 
 TEST_F(IngestLoader, RefusesBadOptions) {

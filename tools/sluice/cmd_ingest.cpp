@@ -189,6 +189,7 @@ void print_summary(const IngestArgs& a, const Loader& loader, const IngestOption
                         {"memory", where},
                         {"memory_budget", o.memory_budget},
                         {"memory_high_water", loader.memory_high_water()},
+                        {"memory_reserved", loader.memory_reserved()},
                         {"rank", o.rank},
                         {"world", o.world},
                         {"state", nlohmann::json::parse(loader.state().to_json())}};
@@ -205,7 +206,8 @@ void print_summary(const IngestArgs& a, const Loader& loader, const IngestOption
               100.0 * s.stall_fraction, s.wait_p50_seconds * 1e3, s.wait_p99_seconds * 1e3);
   if (!s.stall_cause.empty()) std::printf("stall cause: %s\n", s.stall_cause.c_str());
   if (s.dropped > 0) std::printf("drop_last left out %llu samples of the last epoch\n", static_cast<unsigned long long>(s.dropped));
-  std::printf("memory: %s of a %s budget\npath: %s (%s)\n", format_size(loader.memory_high_water()).c_str(),
+  std::printf("memory: at most %s in use of %s reserved (budget %s)\npath: %s (%s)\n",
+              format_size(loader.memory_high_water()).c_str(), format_size(loader.memory_reserved()).c_str(),
               format_size(o.memory_budget).c_str(), std::string(to_string(s.path)).c_str(), s.reason.c_str());
 }
 
