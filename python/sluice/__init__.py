@@ -17,9 +17,11 @@ Tensor files (safetensors, .npy, sharded checkpoints, folders):
     print(sluice.last_load_report())                               # path, reason, bytes, seconds
 
 and the drop-ins ``sluice.torch.load_file``, ``sluice.numpy.load_file`` and ``sluice.safe_open``
-for safetensors' functions of those names. docs/python.md has the whole API.
+for safetensors' functions of those names. Training batches: ``sluice.data.Loader``
+(docs/ingest.md, "Python"). docs/python.md has the whole API.
 """
 
+from . import data
 from ._errors import Error, FileExistsError, FileNotFoundError, IsADirectoryError, PermissionError
 from ._safe_open import safe_open
 from ._sluice import File, Future, Result, Tensor, __version__, last_load_report, load, loaded_bytes_in_use
@@ -34,6 +36,7 @@ __all__ = [
     "PermissionError",
     "Result",
     "Tensor",
+    "data",
     "__version__",
     "last_load_report",
     "load",
