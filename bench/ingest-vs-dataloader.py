@@ -128,6 +128,7 @@ def sim_buffer(batch, seq_len, tmpdir):
     path = os.path.join(tmpdir, "sim-batch.npy")
     np.save(path, np.zeros((batch, seq_len + 1), dtype=np.int16))
     t = sluice.load(path, device="sim")["sim-batch"]
+    os.remove(path)
     return torch.from_dlpack(t)
 
 
