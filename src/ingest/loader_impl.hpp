@@ -97,6 +97,7 @@ struct Loader::Impl {
   void produce();
   void issue(std::uint64_t step, std::deque<InFlight>& window, bool* stop_issuing);
   Ready complete(InFlight& f);
+  std::optional<std::uint64_t> alloc_buffer(std::uint64_t bytes);
   bool read_now(const File& file, std::size_t index, const detail::PlannedRead& r) const;
   void read_cached(InFlight& f, std::byte* base, const std::vector<std::size_t>& which);
   void set_state(ProducerState s);

@@ -132,6 +132,26 @@ void Loader::Impl::issue(std::uint64_t step, std::deque<InFlight>& window, bool*
   ++window_batches;
 }
 
+// A batch buffer of `bytes`, waiting while the consumer holds the region; nullopt once stopped.
+// While it waits, buffer_wait says for how much, so next() can tell a wait no drop will end.
+std::optional<std::uint64_t> Loader::Impl::alloc_buffer(std::uint64_t bytes) {
+  set_state(ProducerState::memory);
+  const auto at = buffers->alloc(bytes, [this] { return stop.load(); },
+                                 [this, bytes] {
+                                   {
+                                     const std::lock_guard lock(mu);
+                                     buffer_wait = bytes;
+                                   }
+                                   ready_cv.notify_all();
+                                 });
+  {
+    const std::lock_guard lock(mu);
+    buffer_wait = 0;
+  }
+  set_state(ProducerState::busy);
+  return at;
+}
+
 Loader::Impl::Ready Loader::Impl::complete(InFlight& f) {
   set_state(ProducerState::reads);
   for (std::size_t i = 0; i < f.pending.size(); ++i) {
@@ -163,20 +183,7 @@ Loader::Impl::Ready Loader::Impl::complete(InFlight& f) {
   } catch (...) {
     return {std::nullopt, std::current_exception()};
   }
-  set_state(ProducerState::memory);
-  const auto at = buffers->alloc(f.plan.bytes, [this] { return stop.load(); },
-                                 [this, &f] {
-                                   {
-                                     const std::lock_guard lock(mu);
-                                     buffer_wait = f.plan.bytes;
-                                   }
-                                   ready_cv.notify_all();
-                                 });
-  {
-    const std::lock_guard lock(mu);
-    buffer_wait = 0;
-  }
-  set_state(ProducerState::busy);
+  const auto at = alloc_buffer(f.plan.bytes);
   if (!at) return {};
   auto lease = std::make_shared<detail::BatchLease>();
   lease->arena = buffers;
