@@ -93,7 +93,8 @@ check-clang: deps
 	cmake --preset clang -B $(BUILD)/clang >/dev/null
 	cmake --build $(BUILD)/clang -j $(JOBS)
 
-# libFuzzer targets for the safetensors and .npy parsers, FUZZ_SECONDS each (tests/fuzz/run.sh).
+# libFuzzer targets for the safetensors, .npy, Megatron .idx and tar parsers, FUZZ_SECONDS each
+# (tests/fuzz/run.sh).
 FUZZ_SECONDS ?= 30
 fuzz: deps
 	bash tests/fuzz/run.sh $(BUILD)/fuzz $(FUZZ_SECONDS)

@@ -20,9 +20,11 @@ and the drop-ins ``sluice.torch.load_file``, ``sluice.numpy.load_file`` and ``sl
 for safetensors' functions of those names. Saving: ``sluice.torch.save_file``,
 ``sluice.numpy.save_file`` (safetensors' drop-ins: atomic and durable) and
 ``sluice.torch.save_checkpoint`` (sharded, Hugging Face layout); ``sluice.last_save_report()``.
-docs/python.md has the whole API, docs/save.md the save sequence.
+Training batches: ``sluice.data.Loader`` (docs/ingest.md, "Python"). docs/python.md has the
+whole API, docs/save.md the save sequence.
 """
 
+from . import data
 from ._errors import Error, FileExistsError, FileNotFoundError, IsADirectoryError, PermissionError
 from ._safe_open import safe_open
 from ._sluice import File, Future, Result, Tensor, __version__, last_load_report, last_save_report, load, loaded_bytes_in_use
@@ -37,6 +39,7 @@ __all__ = [
     "PermissionError",
     "Result",
     "Tensor",
+    "data",
     "__version__",
     "last_load_report",
     "last_save_report",

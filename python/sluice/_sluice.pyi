@@ -151,3 +151,82 @@ def _save_shards(directory: str, entries: Sequence[ShardEntry], max_shard_bytes:
                  tensors: Sequence[SaveEntry], metadata: Optional[Dict[str, str]] = None,
                  device: Optional[str] = None) -> List[str]: ...
 def _finish_checkpoint(directory: str, entries: Sequence[ShardEntry], max_shard_bytes: int) -> None: ...
+
+
+class _View:
+    """A region of a batch with a type and shape, for DLPack consumers (no copy); each export
+    keeps the batch's memory alive."""
+
+    @property
+    def shape(self) -> Tuple[int, ...]: ...
+    @property
+    def dtype(self) -> str: ...
+    @property
+    def data_ptr(self) -> int:
+        """The address of its first byte."""
+    def __dlpack__(self, stream: Optional[int] = None, *, max_version: Optional[Tuple[int, int]] = None,
+                   dl_device: Optional[Tuple[int, int]] = None, copy: Optional[bool] = None) -> Any:
+        """A "dltensor" capsule (unversioned DLManagedTensor); BufferError for copy=True or another
+        dl_device, TypeError for a type without a DLPack code."""
+    def __dlpack_device__(self) -> Tuple[int, int]:
+        """(1, 0) for host and sim memory (kDLCPU), (2, N) for cuda:N (kDLCUDA)."""
+
+
+class _Batch:
+    """One batch of a sluice.data.Loader: its lease on the Loader's memory and what it holds."""
+
+    @property
+    def epoch(self) -> int: ...
+    @property
+    def step(self) -> int: ...
+    @property
+    def rank(self) -> int: ...
+    @property
+    def samples(self) -> List[int]: ...
+    def ids(self) -> List[Union[int, str]]:
+        """The --emit ids: ints (Megatron, npy) or "SHARD/KEY" (WebDataset)."""
+    @property
+    def nbytes(self) -> int: ...
+    @property
+    def data_ptr(self) -> int: ...
+    @property
+    def dtype(self) -> Optional[str]:
+        """The safetensors spelling of the sample type; None for WebDataset."""
+    @property
+    def shape(self) -> Optional[List[int]]:
+        """[samples, *sample shape]; None for WebDataset."""
+    @property
+    def fields(self) -> List[Tuple[str, int, List[int]]]:
+        """(name, byte offset in the batch, B + 1 offsets within the field) per field."""
+    def view(self, offset: int, shape: Sequence[int], dtype: str) -> _View:
+        """`shape` elements of `dtype` at byte `offset`; ValueError past the batch's end."""
+    def xxh3(self, i: int) -> int:
+        """XXH3-64 of sample i's bytes as they landed."""
+
+
+class _Loader:
+    """sluice::Loader over a Dataset; sluice.data.Loader is the public class."""
+
+    def __init__(self, paths: Sequence[str], format: Optional[str], batch_size: int, seq_len: int, seed: int,
+                 shuffle: bool, rank: int, world: int, device: Device, prefetch: int,
+                 memory_budget: Union[int, str], drop_last: bool) -> None: ...
+    def next(self) -> Optional[_Batch]:
+        """The next batch of the epoch, or None at its end (the GIL released meanwhile)."""
+    def set_epoch(self, epoch: int) -> None: ...
+    def restore(self, state_json: str) -> None: ...
+    def state(self) -> str: ...
+    @property
+    def epoch(self) -> int: ...
+    @property
+    def steps_per_epoch(self) -> int: ...
+    def stats(self) -> Dict[str, Any]: ...
+    def memory_in_use(self) -> int: ...
+    def memory_high_water(self) -> int: ...
+    def memory_reserved(self) -> int: ...
+    @property
+    def device(self) -> str: ...
+    @property
+    def format(self) -> str: ...
+    @property
+    def samples(self) -> int: ...
+    def describe(self) -> str: ...

@@ -13,6 +13,7 @@
 
 #include "sluice/device.hpp"
 #include "sluice/load.hpp"
+#include "target.hpp"
 #include "tensors.hpp"
 
 namespace py = pybind11;
@@ -22,54 +23,6 @@ namespace {
 
 // The report of this thread's last load (sluice.last_load_report()).
 thread_local std::optional<TransferResult> t_last_report;
-
-struct Target {
-  LoadTarget target = LoadTarget::pageable_host;
-  std::shared_ptr<Device> device;
-  std::string name = "cpu";
-  int dlpack_type = 1;  // kDLCPU
-  int dlpack_id = 0;
-};
-
-// "cpu", "pinned", "sim", "auto", "cuda", "cuda:N", an int N (cuda:N, as safetensors takes it)
-// or a torch.device (whose str() is one of these).
-std::string device_spec(const py::handle& device) {
-  if (device.is_none()) return "cpu";
-  if (py::isinstance<py::bool_>(device))
-    throw py::type_error("device must be a str, an int or a torch.device, not bool");
-  if (py::isinstance<py::int_>(device)) return "cuda:" + std::to_string(device.cast<int>());
-  if (py::isinstance<py::str>(device)) return device.cast<std::string>();
-  if (py::hasattr(device, "type") && py::hasattr(device, "index"))
-    return py::str(device).cast<std::string>();
-  throw py::type_error("device must be a str, an int or a torch.device, not " +
-                       py::str(device.get_type().attr("__name__")).cast<std::string>());
-}
-
-Target parse_target(const py::handle& device) {
-  Target t;
-  const std::string spec = device_spec(device);
-  if (spec == "cpu") return t;
-  if (spec != "pinned" && spec != "sim" && spec != "auto" && spec.rfind("cuda", 0) != 0) {
-    throw py::value_error(
-        "device must be 'cpu', 'pinned', 'sim', 'auto', 'cuda' or 'cuda:N', not '" + spec + "'");
-  }
-  {
-    py::gil_scoped_release unlocked;
-    t.device = open_device(spec == "pinned" ? std::string_view("auto") : std::string_view(spec));
-  }
-  const DeviceInfo& info = t.device->info();
-  const bool cuda = info.kind == DeviceKind::cuda;
-  if (spec == "pinned") {
-    t.target = LoadTarget::pinned_host;
-    t.name = "pinned";
-    return t;
-  }
-  t.target = LoadTarget::device;
-  t.name = cuda ? "cuda:" + std::to_string(info.ordinal) : "sim";
-  t.dlpack_type = cuda ? 2 : 1;  // kDLCUDA; the sim device's memory is host memory
-  t.dlpack_id = cuda ? info.ordinal : 0;
-  return t;
-}
 
 // A str or os.PathLike, or a list/tuple of them.
 std::vector<std::string> path_list(const py::handle& paths) {

@@ -2,6 +2,7 @@
 // sluice (python/sluice/__init__.py) re-exports what users call; docs/python.md is the page.
 #include <pybind11/pybind11.h>
 
+#include "data.hpp"
 #include "errors.hpp"
 #include "files.hpp"
 #include "load.hpp"
@@ -16,4 +17,5 @@ PYBIND11_MODULE(_sluice, m) {
   sluice::python::bind_tensors(m);
   sluice::python::bind_load(m);
   sluice::python::bind_save(m);
+  sluice::python::bind_data(m);
 }

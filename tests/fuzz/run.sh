@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets for the safetensors and .npy parsers with clang
+# Builds the libFuzzer targets for the safetensors and .npy parsers and the Megatron .idx and tar
+# header parsers of the ingest datasets with clang
 # (-fsanitize=fuzzer,address,undefined) and runs each for a bounded time on a copy of the seed
 # corpus in tests/fuzz/corpus. Needs clang and libclang-rt-14-dev (libFuzzer's runtime).
 #   tests/fuzz/run.sh [BUILD_DIR] [SECONDS_PER_TARGET]      (defaults: build/fuzz 30)
@@ -26,17 +27,19 @@ printf '%s\n' '#include <cstddef>' '#include <cstdint>' \
 # Error's errno comes from the error mapper (which names cuFile's codes: -Icapi for cufile.h);
 # TensorInfo's dtype from dtype.cpp.
 srcs=(src/core/error.cpp src/core/error_map.cpp src/formats/dtype.cpp src/formats/layout.cpp
-      src/formats/npy.cpp src/formats/py_literal.cpp src/formats/safetensors.cpp)
+      src/formats/npy.cpp src/formats/py_literal.cpp src/formats/safetensors.cpp
+      src/ingest/megatron_index.cpp src/ingest/tar_index.cpp)
 flags=(-std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
        -Iinclude -Isrc -Icapi)
-for target in safetensors npy; do
+targets=(safetensors npy megatron_idx tar)
+for target in "${targets[@]}"; do
   bin="$out/fuzz_$target"
-  if [ ! -x "$bin" ] || [ -n "$(find "${srcs[@]}" "tests/fuzz/fuzz_$target.cpp" include/sluice/formats.hpp include/sluice/dtype.hpp -newer "$bin")" ]; then
+  if [ ! -x "$bin" ] || [ -n "$(find "${srcs[@]}" "tests/fuzz/fuzz_$target.cpp" include/sluice/formats.hpp include/sluice/dtype.hpp src/ingest/dataset_parts.hpp -newer "$bin")" ]; then
     echo "fuzz: building $bin"
     "$cxx" "${flags[@]}" -o "$bin" "tests/fuzz/fuzz_$target.cpp" "${srcs[@]}" -lfmt
   fi
 done
-for target in safetensors npy; do
+for target in "${targets[@]}"; do
   corpus="$out/corpus_$target"
   rm -rf "$corpus"; mkdir -p "$corpus"
   cp tests/fuzz/corpus/"$target"/* "$corpus"/

@@ -13,6 +13,7 @@ Runner add_read_command(CLI::App& app);
 Runner add_write_command(CLI::App& app);
 Runner add_bench_command(CLI::App& app);
 Runner add_load_command(CLI::App& app);
+Runner add_ingest_command(CLI::App& app);
 Runner add_check_command(CLI::App& app);
 Runner add_stats_command(CLI::App& app);
 Runner add_doctor_command(CLI::App& app);

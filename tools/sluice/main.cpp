@@ -25,6 +25,7 @@ int main(int argc, char** argv) {
   add(add_write_command);
   add(add_bench_command);
   add(add_load_command);
+  add(add_ingest_command);
   add(add_check_command);
   add(add_stats_command);
   add(add_doctor_command);
