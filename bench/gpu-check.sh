@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# On a machine with a CUDA GPU: one run (6-8 minutes on one H200 with the defaults, estimated,
+# On a machine with a CUDA GPU: one run (7-9 minutes on one H200 with the defaults, estimated,
 # not yet measured; every step prints its time and fails soft, with a line saying what failed,
 # and nothing runs past --budget seconds: each command's timeout is cut to the time left, and a
 # step that starts with under 15 s left is skipped with a line) that prints:
@@ -17,7 +17,14 @@
 #   6. one cuFile program on NVIDIA's libcufile.so.0 and on libsluice_cufile;
 #   7. sluice_load_bench against safetensors.torch.load_file (bench/load-vs-torch.sh), cold, warm;
 #   8. python/tests with pytest, where pytest imports (CUDA cases run, the rest as in CI);
-#   9. `sluice bench --compare all`, one round.
+#   9. with torch (CUDA): bench/save.py --device cuda:0 (issue 21): a state dict of min(--size,
+#      1 GiB) in host memory and in CUDA memory saved by sluice.torch.save_file, torch.save and a
+#      plain safetensors writer (the last two with their device -> host copy), beside fio's
+#      sequential write where fio is installed, --rounds rounds;
+#  10. with torch (CUDA): bench/ingest-vs-dataloader.py --device cuda:0 (issue 17): sluice.data.Loader
+#      against DataLoader (np.memmap, pin_memory, .to(cuda:0, non_blocking) and a synchronize per
+#      step) on a min(--size, 1 GiB) dataset, 150 steps a run, --rounds rounds, cold and warm;
+#  11. `sluice bench --compare all`, one round.
 #
 #   bench/gpu-check.sh [--prebuilt KIT] [--size 4G] [--dir DIR] [--rounds 2] [--python PY]
 #                      [--budget 560]
@@ -494,7 +501,26 @@ python_tests() {
      "$tests" 2>&1 | tail -n 15; exit "${PIPESTATUS[0]}")
 }
 
-# 9. sluice bench --compare all, one round (the gdsio-style transfer types side by side), each run
+# 9. and 10. The save and ingestion benchmarks into cuda:0, their scripts from the kit when it has
+# them (bench/gpu-kit.sh copies them: the scripts of the package's commit), else this checkout's.
+# A smaller dataset and state dict than the table's file: min(--size, 1 GiB), to fit the budget.
+bench_script() {
+  if [ -n "$prebuilt" ] && [ -f "$kit/bench/$1" ]; then echo "$kit/bench/$1"; else echo "$here/bench/$1"; fi
+}
+small_size() {
+  local b
+  b=$(numfmt --from=iec "$size" 2>/dev/null) || { echo 1G; return; }
+  if (( b < 1 << 30 )); then echo "$size"; else echo 1G; fi
+}
+save_bench() {
+  pyrun 150 "$(bench_script save.py)" --device cuda:0 --size "$(small_size)" --rounds "$rounds" --dir "$tmp"
+}
+ingest_bench() {
+  pyrun 180 "$(bench_script ingest-vs-dataloader.py)" --device cuda:0 --size "$(small_size)" --steps 150 \
+    --stall-steps 150 --rounds "$rounds" --prefix "$tmp/ingest/tokens"
+}
+
+# 11. sluice bench --compare all, one round (the gdsio-style transfer types side by side), each run
 # from a cold cache (--drop-caches); its reads are O_DIRECT (sluice bench's --cache-policy is
 # bypass by default) except cpu-cached-gpu's and cpu-gpu's (posix), which go through the cache.
 bench_compare() {
@@ -525,5 +551,12 @@ else skip "sluice_load_bench against torch" "no checkpoint (it needs torch with 
 if [ -z "$pkg" ]; then skip "python tests" "no Python package"
 elif ! "$py" -c 'import pytest' 2>/dev/null; then skip "python tests" "no pytest in $py"
 else step "python tests" python_tests; fi
+if [ -z "$pkg" ] || [ "$torch_cuda" != 1 ]; then
+  skip "save into cuda:0 (bench/save.py)" "it needs the package and torch with CUDA in $py"
+  skip "ingestion into cuda:0 (bench/ingest-vs-dataloader.py)" "it needs the package and torch with CUDA in $py"
+else
+  step "save into cuda:0 (bench/save.py)" save_bench
+  step "ingestion into cuda:0 (bench/ingest-vs-dataloader.py)" ingest_bench
+fi
 step "sluice bench --compare all" bench_compare
 say "done"

@@ -4,22 +4,28 @@ np.memmap of a Megatron dataset (what Megatron's GPTDataset does), interleaved, 
 
     PYTHONPATH=build/release/python /usr/bin/python3 bench/ingest-vs-dataloader.py
         [--prefix /var/tmp/sluice-ingest-bench/tokens] [--size 2G] [--reuse] [--seq-len 2048]
-        [--batch 16] [--steps 200] [--rounds 3] [--workers 0,2] [--stall-steps 200] [--keep]
+        [--batch 16] [--steps 200] [--rounds 3] [--workers 0,2] [--stall-steps 200]
+        [--device sim|cuda:N] [--keep]
 
 The dataset: PREFIX.bin/.idx of u16 tokens (>= 2 GiB), written with numpy as Megatron-Core's
 _IndexWriter lays them out (sequences of 500-4000 tokens back to back); --reuse keeps one
 already there. Sample k is tokens [k*L, k*L+L] (L = --seq-len), drawn at random (shuffle).
 
-Sides, each feeding the simulated device ("sim"):
-  sluice       sluice.data.Loader(PREFIX, seq_len=L, batch_size=B, device="sim"): reads into
-               pinned staging, one copy into sim device memory per batch, handed over by DLPack
+Sides, each feeding --device: "sim" (the default: the simulated device) or "cuda:N" (a CUDA
+GPU; torch without CUDA is an error, exit 1):
+  sluice       sluice.data.Loader(PREFIX, seq_len=L, batch_size=B, device=DEVICE): reads into
+               pinned staging, one copy into device memory per batch, handed over by DLPack
   dl-wN        torch.utils.data.DataLoader(MemmapTokens, batch_size=B, shuffle=True,
                num_workers=N, pin_memory=True): __getitem__ copies the sample's slice out of an
                np.memmap of PREFIX.bin (as Megatron does), default collate stacks the batch, the
-               pin-memory thread copies it to pinned memory, then the batch is copied into a
-               buffer of sim device memory (torch copy_ into memory sluice.load allocated on
-               "sim": a memcpy; the sim device's copy model, ~10 us per copy, is not charged
-               to this side)
+               pin-memory thread copies it to pinned memory, then the batch goes to the device:
+               sim: copied into a buffer of sim device memory (torch copy_ into memory
+               sluice.load allocated on "sim": a memcpy; the sim device's copy model, ~10 us per
+               copy, is not charged to this side); cuda:N: batch.to(DEVICE, non_blocking=True),
+               as a training loop moves it
+On cuda:N both sides call torch.cuda.synchronize() after every batch (a training step ends with
+the batch used on the device), so a step's time includes its batch's copy to the GPU. Before the
+rounds, one sluice batch is compared with the memmap's samples (copied back to the host).
 Each run takes --steps batches. Cold: the page cache of PREFIX.bin is dropped before every run
 (fdatasync + POSIX_FADV_DONTNEED; the .idx stays). Warm: the file is read once before the warm
 rounds. Every round runs every side once, the order rotating. Prints, per mode, medians of
@@ -33,6 +39,7 @@ DataLoader's. A missed target is a result, not a failure (exit 0).
 
 import argparse
 import os
+import re
 import resource
 import statistics
 import struct
@@ -132,12 +139,33 @@ def sim_buffer(batch, seq_len, tmpdir):
     return torch.from_dlpack(t)
 
 
+def check_device(device):
+    """sim, or cuda:N on a torch that has CUDA and that device: else exit with why."""
+    if device == "sim":
+        return
+    if device != "cuda" and not re.fullmatch(r"cuda:\d+", device):
+        sys.exit(f"ingest-vs-dataloader.py: --device {device!r}: expected sim, cuda or cuda:N")
+    if not torch.cuda.is_available():
+        sys.exit(f"ingest-vs-dataloader.py: --device {device}: torch {torch.__version__} has no CUDA "
+                 f"(torch.cuda.is_available() is False; built for CUDA {torch.version.cuda})")
+    index = torch.device(device).index or 0
+    if index >= torch.cuda.device_count():
+        sys.exit(f"ingest-vs-dataloader.py: --device {device}: torch sees {torch.cuda.device_count()} CUDA device(s)")
+
+
+def step_done(a):
+    """The end of a training step: on CUDA, the batch's copy (and any work on it) finished."""
+    if a.device != "sim":
+        torch.cuda.synchronize(a.device)
+
+
 def run_sluice(a, seed, step_time=0.0):
     t0, c0 = time.perf_counter(), cpu_seconds()
-    loader = sluice.data.Loader(a.prefix, seq_len=a.seq_len, batch_size=a.batch, seed=seed, device="sim",
+    loader = sluice.data.Loader(a.prefix, seq_len=a.seq_len, batch_size=a.batch, seed=seed, device=a.device,
                                 rank=0, world=1, prefetch=a.prefetch)
     steps = 0
     for batch in loader:
+        step_done(a)
         del batch
         steps += 1
         if step_time:
@@ -151,6 +179,7 @@ def run_sluice(a, seed, step_time=0.0):
 
 
 def run_dataloader(a, seed, workers, sim):
+    """sim: the sim device buffer the batches are copied into (None on CUDA)."""
     t0, c0 = time.perf_counter(), cpu_seconds()
     gen = torch.Generator()
     gen.manual_seed(seed)
@@ -159,7 +188,11 @@ def run_dataloader(a, seed, workers, sim):
     it = iter(dl)
     steps = 0
     for batch in it:
-        sim.copy_(batch)
+        if sim is not None:
+            sim.copy_(batch)
+        else:
+            batch = batch.to(a.device, non_blocking=True)  # from pinned memory: an async copy
+            step_done(a)
         steps += 1
         if steps == a.steps:
             break
@@ -170,8 +203,8 @@ def run_dataloader(a, seed, workers, sim):
 
 def check_equal(a):
     """One batch of sluice against the memmap, as the DataLoader side reads it."""
-    loader = sluice.data.Loader(a.prefix, seq_len=a.seq_len, batch_size=a.batch, device="sim", rank=0, world=1)
-    batch = next(iter(loader))
+    loader = sluice.data.Loader(a.prefix, seq_len=a.seq_len, batch_size=a.batch, device=a.device, rank=0, world=1)
+    batch = next(iter(loader)).cpu()
     ref = MemmapTokens(a.prefix + ".bin", a.seq_len)
     for row, k in zip(batch, loader.last_batch.samples):
         if not torch.equal(row, ref[k]):
@@ -190,8 +223,10 @@ def main():
     p.add_argument("--workers", default="0,2")
     p.add_argument("--prefetch", type=int, default=4)
     p.add_argument("--stall-steps", type=int, default=200)
+    p.add_argument("--device", default="sim", help="where batches go: sim or cuda:N")
     p.add_argument("--keep", action="store_true", help="keep the dataset (default: removed unless --reuse)")
     a = p.parse_args()
+    check_device(a.device)
     size = parse_size(a.size)
     if not (a.reuse and os.path.exists(a.prefix + ".bin") and os.path.getsize(a.prefix + ".bin") >= size):
         t = time.perf_counter()
@@ -199,13 +234,16 @@ def main():
         print(f"wrote {a.prefix}.bin/.idx ({size / (1 << 30):.2f} GiB) in {time.perf_counter() - t:.1f} s")
     check_equal(a)
     workers = [int(w) for w in a.workers.split(",")]
-    sim = sim_buffer(a.batch, a.seq_len, os.path.dirname(a.prefix))
+    sim = sim_buffer(a.batch, a.seq_len, os.path.dirname(a.prefix)) if a.device == "sim" else None
+    if sim is None:
+        torch.zeros(1, device=a.device)  # the CUDA context, made before any clock starts
+        torch.cuda.synchronize(a.device)
     sides = {"sluice": lambda seed: run_sluice(a, seed)}
     for w in workers:
         sides[f"dl-w{w}"] = lambda seed, w=w: run_dataloader(a, seed, w, sim)
     print(f"sluice {sluice.__version__}, torch {torch.__version__}, {os.cpu_count()} CPUs; "
           f"{os.path.getsize(a.prefix + '.bin') / (1 << 30):.2f} GiB of u16 tokens, seq_len {a.seq_len}, "
-          f"batch {a.batch}, {a.steps} steps a run, {a.rounds} rounds, shuffled; into sim")
+          f"batch {a.batch}, {a.steps} steps a run, {a.rounds} rounds, shuffled; into {a.device}")
     results = {}
     names = list(sides)
     for mode in ("cold", "warm"):

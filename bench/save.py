@@ -3,30 +3,41 @@
 writer and fio's sequential write, interleaved, medians (issue 21).
 
     PYTHONPATH=build/release/python /usr/bin/python3 bench/save.py [--dir /var/tmp] [--size 2G]
-        [--rounds 3] [--fio-bs 1M] [--fio-depth 8] [--keep]
+        [--rounds 3] [--device sim|cuda:N] [--fio-bs 1M] [--fio-depth 8] [--keep]
 
 The state dict: tensors of mixed sizes and types (F32, BF16, F16, I64; from 4 KiB to 256 MiB)
-adding up to --size, once in host memory and once on the simulated GPU (loaded there with
-sluice.torch.load_file(device="sim")). Sides, each round running every one once, the order
-rotating with the round:
+adding up to --size, once in host memory and once on --device:
+  sim          (the default) the simulated GPU, loaded there with
+               sluice.torch.load_file(device="sim"): host memory underneath
+  cuda:N       a CUDA GPU: each tensor copied there with .to("cuda:N") (one allocation each, as
+               a model's state dict has them); torch without CUDA is an error (exit 1)
+Sides, each round running every one once, the order rotating with the round:
   sluice       sluice.torch.save_file (atomic: temporary, fdatasync, rename, fsync of the folder;
-               device="sim" for the sim dict: its bytes take the bounce path)
-  torch.save   torch.save(state, path), then os.fsync: durable like sluice's
+               device="sim" for the sim dict: its bytes take the bounce path; CUDA tensors are
+               told by their memory and take the bounce path or GPUDirect)
+  torch.save   torch.save(state, path), then os.fsync: durable like sluice's (torch.save copies
+               CUDA storages to host memory itself: the copy is in its time, as users pay it)
   plain        a plain serialise-and-write safetensors writer, what safetensors does: the header,
                then each tensor's bytes through one buffered file (f.write of the tensor's
-               memory), then os.fsync
+               memory; a CUDA tensor is first copied to host memory with .cpu(), as
+               safetensors' _tobytes does, inside the clock), then os.fsync
   fio          fio --rw=write --direct=1 --ioengine=io_uring --bs=BS --iodepth=QD --size=SIZE
                --end_fsync=1 on a fresh file in the same folder: the storage's sequential write
-               throughput (fio's own bandwidth figure)
-Each side writes a fresh file (the previous one removed first). Throughput is file bytes over
-the call's wall time. Prints medians per side and source, and the ratios of issue 21's targets:
-sluice >= 2x torch.save, sluice >= 0.9x fio. A missed target is a result, not a failure.
+               throughput (fio's own bandwidth figure); left out, with a line, without fio
+Before the rounds, untimed: sluice's save of the --device dict is compared byte for byte with
+the host save of the same tensors. Each side writes a fresh file (the previous one removed
+first). Throughput is file bytes over the call's wall time. Prints medians per side and source,
+and the ratios of issue 21's targets: sluice >= 2x torch.save, sluice >= 0.9x fio. A missed
+target is a result, not a failure.
 """
 
 import argparse
+import filecmp
 import io
 import json
 import os
+import re
+import shutil
 import statistics
 import struct
 import subprocess
@@ -81,6 +92,8 @@ def plain_writer(state, path):
     with open(path, "wb", buffering=io.DEFAULT_BUFFER_SIZE) as f:
         f.write(struct.pack("<Q", len(text)) + text)
         for _, t in items:
+            if t.device.type != "cpu":
+                t = t.cpu()  # safetensors' _tobytes: a pageable host copy per tensor
             f.write(t.view(torch.uint8).numpy().data)
         f.flush()
         os.fsync(f.fileno())
@@ -107,36 +120,73 @@ def remove(path):
         pass
 
 
+def check_device(device):
+    """sim, or cuda:N on a torch that has CUDA and that device: else exit with why."""
+    if device == "sim":
+        return
+    if device != "cuda" and not re.fullmatch(r"cuda:\d+", device):
+        sys.exit(f"save.py: --device {device!r}: expected sim, cuda or cuda:N")
+    if not torch.cuda.is_available():
+        sys.exit(f"save.py: --device {device}: torch {torch.__version__} has no CUDA "
+                 f"(torch.cuda.is_available() is False; built for CUDA {torch.version.cuda})")
+    index = torch.device(device).index or 0
+    if index >= torch.cuda.device_count():
+        sys.exit(f"save.py: --device {device}: torch sees {torch.cuda.device_count()} CUDA device(s)")
+
+
+def on_device(state, src, device):
+    """The state dict on `device`: sim by sluice's load (host memory underneath), CUDA by .to()."""
+    if device == "sim":
+        return st.load_file(src, device="sim")
+    out = {k: v.to(device) for k, v in state.items()}
+    torch.cuda.synchronize(device)
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--dir", default="/var/tmp")
     ap.add_argument("--size", default="2G")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--device", default="sim", help="where the second copy of the state dict lives: sim or cuda:N")
     ap.add_argument("--fio-bs", default="1M")
     ap.add_argument("--fio-depth", type=int, default=8)
     ap.add_argument("--keep", action="store_true")
     a = ap.parse_args()
+    check_device(a.device)
+    dev = a.device
 
     state, total = make_state(parse_size(a.size))
     out = os.path.join(a.dir, f"sluice-save-bench-{os.getpid()}")
     os.makedirs(out, exist_ok=True)
     src = os.path.join(out, "source.safetensors")
     st.save_file(state, src)
-    on_sim = st.load_file(src, device="sim")
+    on_dev = on_device(state, src, dev)
     file_bytes = os.path.getsize(src)
-    print(f"state dict: {len(state)} tensors, {total / MiB:.0f} MiB; file {file_bytes / MiB:.1f} MiB in {a.dir}")
+    print(f"state dict: {len(state)} tensors, {total / MiB:.0f} MiB; file {file_bytes / MiB:.1f} MiB in {a.dir}; "
+          f"sources host and {dev}; torch {torch.__version__}")
 
     target = os.path.join(out, "out")
+    dev_arg = "sim" if dev == "sim" else None  # CUDA tensors are told by their memory, as a user writes it
+    st.save_file(on_dev, target, device=dev_arg)
+    same = filecmp.cmp(src, target, shallow=False)
+    print(f"check: sluice's save from {dev} {'is byte-equal to' if same else 'DIFFERS from'} the host save "
+          f"({sluice.last_save_report().path})", flush=True)
+    if not same:
+        sys.exit(f"save.py: the file saved from {dev} differs from the one saved from host memory")
     sides = {
         ("host", "sluice"): lambda: st.save_file(state, target),
         ("host", "torch.save"): lambda: _torch_save(state, target),
         ("host", "plain"): lambda: plain_writer(state, target),
-        ("sim", "sluice"): lambda: st.save_file(on_sim, target, device="sim"),
-        ("sim", "torch.save"): lambda: _torch_save(on_sim, target),
-        ("sim", "plain"): lambda: plain_writer(on_sim, target),
+        (dev, "sluice"): lambda: st.save_file(on_dev, target, device=dev_arg),
+        (dev, "torch.save"): lambda: _torch_save(on_dev, target),
+        (dev, "plain"): lambda: plain_writer(on_dev, target),
     }
     times = {k: [] for k in sides}
-    times[("-", "fio")] = []
+    if shutil.which("fio"):
+        times[("-", "fio")] = []
+    else:
+        print("no fio on PATH: the fio side is left out")
     reasons = {}
     keys = list(times)
     for r in range(a.rounds):
@@ -155,14 +205,15 @@ def main():
     med = {k: statistics.median(v) for k, v in times.items()}
     print(f"\nmedians over {a.rounds} rounds (MiB/s; file bytes / wall time):")
     for k, v in med.items():
-        print(f"  {k[0]:5} {k[1]:10} {file_bytes / v / MiB:8.0f}")
-    for source in ("host", "sim"):
+        print(f"  {k[0]:6} {k[1]:10} {file_bytes / v / MiB:8.0f}")
+    for source in ("host", dev):
         print(f"  sluice path ({source}): {reasons.get(source)}")
     print("\nratios (speed of sluice / speed of the other; median of times):")
-    for source in ("host", "sim"):
+    for source in ("host", dev):
         s = med[(source, "sluice")]
-        print(f"  {source:5} vs torch.save {med[(source, 'torch.save')] / s:5.2f}x (target >= 2x)   "
-              f"vs plain {med[(source, 'plain')] / s:5.2f}x   vs fio {med[('-', 'fio')] / s:5.2f}x (target >= 0.9x)")
+        fio = f"{med[('-', 'fio')] / s:5.2f}x" if ("-", "fio") in med else "  n/a"
+        print(f"  {source:6} vs torch.save {med[(source, 'torch.save')] / s:5.2f}x (target >= 2x)   "
+              f"vs plain {med[(source, 'plain')] / s:5.2f}x   vs fio {fio} (target >= 0.9x)")
     remove(target)
     if not a.keep:
         remove(src)
