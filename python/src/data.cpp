@@ -1,6 +1,5 @@
 #include "data.hpp"
 
-#include <dlpack/dlpack.h>
 #include <pybind11/stl.h>
 
 #include <cstdint>
@@ -11,6 +10,7 @@
 #include <vector>
 
 #include "sluice/ingest.hpp"
+#include "dlpack_export.hpp"
 #include "sluice/units.hpp"
 #include "target.hpp"
 
@@ -28,21 +28,6 @@ struct BatchRef {
   int dlpack_type = 1;
   int dlpack_id = 0;
 };
-
-// What a DLManagedTensor's manager_ctx owns: a reference to the batch and the shape array.
-struct Export {
-  DLManagedTensor managed{};
-  std::shared_ptr<const BatchRef> owner;
-  std::vector<std::int64_t> shape;
-};
-
-void delete_export(DLManagedTensor* self) noexcept { delete static_cast<Export*>(self->manager_ctx); }
-
-void capsule_destructor(PyObject* capsule) noexcept {
-  if (PyCapsule_IsValid(capsule, "dltensor") == 0) return;  // consumed: the consumer deletes it
-  auto* managed = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule, "dltensor"));
-  if (managed != nullptr && managed->deleter != nullptr) managed->deleter(managed);
-}
 
 // A region of a batch with a type and a shape: what torch.from_dlpack takes.
 class View {
@@ -65,23 +50,13 @@ class View {
     }
     const std::optional<DLPackType> type = to_dlpack(dtype_);
     if (!type) throw py::type_error("type " + dtype() + " has no DLPack code: view the batch's bytes as U8");
-    auto ex = std::make_unique<Export>();
-    ex->owner = owner_;
-    ex->shape = shape_;
-    DLTensor& t = ex->managed.dl_tensor;
-    t.data = static_cast<std::byte*>(owner_->batch.data()) + offset_;
-    t.device = {static_cast<DLDeviceType>(owner_->dlpack_type), owner_->dlpack_id};
-    t.ndim = static_cast<std::int32_t>(ex->shape.size());
-    t.dtype = {type->code, type->bits, type->lanes};
-    t.shape = ex->shape.data();
-    t.strides = nullptr;  // C order
-    t.byte_offset = 0;
-    ex->managed.manager_ctx = ex.get();
-    ex->managed.deleter = &delete_export;
-    PyObject* capsule = PyCapsule_New(&ex->managed, "dltensor", &capsule_destructor);
-    if (capsule == nullptr) throw py::error_already_set();
-    ex.release();  // owned by the capsule, then by its consumer
-    return py::reinterpret_steal<py::capsule>(capsule);
+    return make_dlpack_capsule({.owner = owner_,
+                                .data = static_cast<std::byte*>(owner_->batch.data()) + offset_,
+                                .device_type = owner_->dlpack_type,
+                                .device_id = owner_->dlpack_id,
+                                .type = *type,
+                                .shape = shape_,
+                                .strides = {}});  // C order
   }
 
  private:

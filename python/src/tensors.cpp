@@ -1,38 +1,15 @@
 #include "tensors.hpp"
 
-#include <dlpack/dlpack.h>
-
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
+
+#include "dlpack_export.hpp"
 
 namespace py = pybind11;
 
 namespace sluice::python {
-namespace {
-
-// What a DLManagedTensor's manager_ctx owns: a reference to the load's memory and the arrays
-// the DLTensor points to. Plain C++: deleting it needs no GIL.
-struct Export {
-  DLManagedTensor managed{};
-  std::shared_ptr<const Loaded> owner;
-  std::vector<std::int64_t> shape;
-  std::vector<std::int64_t> strides;
-};
-
-void delete_export(DLManagedTensor* self) noexcept {
-  delete static_cast<Export*>(self->manager_ctx);
-}
-
-// A capsule nobody consumed still owns its tensor; a consumer renames it "used_dltensor" and
-// calls the deleter itself when done.
-void capsule_destructor(PyObject* capsule) noexcept {
-  if (PyCapsule_IsValid(capsule, "dltensor") == 0) return;
-  auto* managed = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule, "dltensor"));
-  if (managed != nullptr && managed->deleter != nullptr) managed->deleter(managed);
-}
-
-}  // namespace
 
 HostBytes Tensor::host_bytes() const {
   if (owner_->dlpack_type != 1) {
@@ -75,34 +52,21 @@ py::capsule Tensor::dlpack(const py::object& /*stream*/, const py::object& dl_de
         "tensor '" + name() + "' has type " + dtype() +
         ", which DLPack cannot describe: Tensor.view_bytes() gives its bytes as U8");
   }
-  auto ex = std::make_unique<Export>();
-  ex->owner = owner_;
+  DlpackRegion region{.owner = owner_, .data = tensor_->data, .device_type = owner_->dlpack_type,
+                      .device_id = owner_->dlpack_id, .type = *type, .shape = {}, .strides = {}};
   if (bytes_view_) {
-    ex->shape = {static_cast<std::int64_t>(info().bytes)};
+    region.shape = {static_cast<std::int64_t>(info().bytes)};
   } else {
-    ex->shape.assign(info().shape.begin(), info().shape.end());
-    if (info().fortran_order && ex->shape.size() > 1) {  // column-major, as stored: strides say so
+    region.shape.assign(info().shape.begin(), info().shape.end());
+    if (info().fortran_order && region.shape.size() > 1) {  // column-major, as stored: strides say so
       std::int64_t stride = 1;
-      for (const std::int64_t extent : ex->shape) {
-        ex->strides.push_back(stride);
+      for (const std::int64_t extent : region.shape) {
+        region.strides.push_back(stride);
         stride *= extent;
       }
     }
   }
-  DLTensor& t = ex->managed.dl_tensor;
-  t.data = tensor_->data;
-  t.device = {static_cast<DLDeviceType>(owner_->dlpack_type), owner_->dlpack_id};
-  t.ndim = static_cast<std::int32_t>(ex->shape.size());
-  t.dtype = {type->code, type->bits, type->lanes};
-  t.shape = ex->shape.data();
-  t.strides = ex->strides.empty() ? nullptr : ex->strides.data();
-  t.byte_offset = 0;
-  ex->managed.manager_ctx = ex.get();
-  ex->managed.deleter = &delete_export;
-  PyObject* capsule = PyCapsule_New(&ex->managed, "dltensor", &capsule_destructor);
-  if (capsule == nullptr) throw py::error_already_set();
-  ex.release();  // owned by the capsule, then by its consumer
-  return py::reinterpret_steal<py::capsule>(capsule);
+  return make_dlpack_capsule(std::move(region));
 }
 
 std::string Tensor::repr() const {
