@@ -11,7 +11,7 @@
 #   KIT/include/     sluice/ (libsluice's headers), sluice/cufile.h
 #   KIT/tests/       test_real_gpu (the gpu-labelled tests)
 #   KIT/python-src/  what builds the Python package there (below)
-#   KIT/bench/       save.py, ingest-vs-dataloader.py: the Python benchmarks gpu-check.sh runs
+#   KIT/bench/       save.py, ingest-vs-dataloader.py (+ benchlib.py): the Python benchmarks gpu-check.sh runs
 #                    into cuda:0, of this commit, so they match the package python-src/ builds
 #
 # The Python package is not prebuilt: its extension is compiled for one interpreter's ABI, and
@@ -54,7 +54,7 @@ rm -rf "$kit/lib/pkgconfig" "$kit/share/sluice/install_manifest.txt"
 find "$kit/share" -depth -type d -empty -delete 2>/dev/null || true
 # The Python benchmarks gpu-check.sh runs with the package (it prefers these to its checkout's).
 mkdir -p "$kit/bench"
-cp "$here/bench/save.py" "$here/bench/ingest-vs-dataloader.py" "$kit/bench/"
+cp "$here/bench/save.py" "$here/bench/ingest-vs-dataloader.py" "$here/bench/benchlib.py" "$kit/bench/"
 
 # The Python package's sources and build dependencies (see above).
 py=$kit/python-src

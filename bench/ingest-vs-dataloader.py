@@ -53,12 +53,7 @@ import torch.utils.data as tud
 import sluice
 import sluice.data
 
-MiB = 1 << 20
-
-
-def parse_size(text):
-    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-    return int(text[:-1]) * units[text[-1].upper()] if text[-1].upper() in units else int(text)
+from benchlib import MiB, parse_size, drop_cache, warm_cache
 
 
 def write_dataset(prefix, size, seed=0):
@@ -86,21 +81,6 @@ def write_dataset(prefix, size, seed=0):
     with open(prefix + ".idx", "wb") as f:
         f.write(b"MMIDIDX\x00\x00" + struct.pack("<QB", 1, 8) + struct.pack("<QQ", len(lengths), len(docs)))
         f.write(lengths.tobytes() + pointers.tobytes() + docs.tobytes())
-
-
-def drop_cache(path):
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fdatasync(fd)
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
-
-
-def warm_cache(path):
-    with open(path, "rb") as f:
-        while f.read(64 * MiB):
-            pass
 
 
 class MemmapTokens(tud.Dataset):

@@ -40,27 +40,7 @@ import numpy as np
 
 import sluice
 
-MiB = 1 << 20
-
-
-def parse_size(text):
-    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-    return int(text[:-1]) * units[text[-1].upper()] if text[-1].upper() in units else int(text)
-
-
-def drop_cache(path):
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fdatasync(fd)
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
-
-
-def warm_cache(path):
-    with open(path, "rb") as f:
-        while f.read(64 * MiB):
-            pass
+from benchlib import MiB, parse_size, drop_cache, warm_cache
 
 
 def py_read(path, size, buf):
@@ -196,7 +176,6 @@ def report(title, unit, results, base, side, target=None):
     paired = statistics.median(a / b for a, b in zip(results[side], results[base]))
     verdict = "" if target is None else f"  (target >= {target}: {'ok' if ratio >= target else 'MISSED'})"
     print(f"  {side} / {base}: {ratio:.3f}x (paired {paired:.3f}x){verdict}")
-
 
 
 def main():

@@ -49,12 +49,7 @@ import torch
 import sluice
 import sluice.torch as st
 
-MiB = 1 << 20
-
-
-def parse_size(text):
-    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-    return int(text[:-1]) * units[text[-1].upper()] if text[-1].upper() in units else int(text)
+from benchlib import MiB, parse_size
 
 
 def make_state(total):
