@@ -2,13 +2,10 @@
 // (what `sluice ingest --emit` writes and the tests compare with an independent reading).
 #include <cstring>
 
-// Inlined (header-only), as in load/loader.cpp: libsluice needs no libxxhash at run time.
-#define XXH_INLINE_ALL
-#include <xxhash.h>
-
-#include "batch_lease.hpp"
 #include <fmt/format.h>
 
+#include "batch_lease.hpp"
+#include "load/memory_hash.hpp"
 #include "sluice/error.hpp"
 
 namespace sluice {
@@ -41,21 +38,9 @@ std::uint64_t Batch::xxh3(std::size_t i) const {
   } else {
     pieces = &l.sample_pieces[i];
   }
-  std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> state(XXH3_createState(), &XXH3_freeState);
-  if (!state || XXH3_64bits_reset(state.get()) != XXH_OK) {
-    throw_os_error(ENOMEM, {.op = "xxh3"}, "cannot create a hash state");
-  }
-  std::vector<std::byte> host;
-  for (const auto& [offset, size] : *pieces) {
-    const std::byte* src = l.data + offset;
-    if (l.target == LoadTarget::device) {
-      host.resize(static_cast<std::size_t>(size));
-      if (size > 0) l.device->copy_to_host(host.data(), src, static_cast<std::size_t>(size));
-      src = host.data();
-    }
-    (void)XXH3_64bits_update(state.get(), src, static_cast<std::size_t>(size));
-  }
-  return XXH3_64bits_digest(state.get());
+  detail::MemoryHash hash(l.target == LoadTarget::device ? l.device.get() : nullptr);
+  for (const auto& [offset, size] : *pieces) hash.update(l.data + offset, size);
+  return hash.digest();
 }
 
 }  // namespace sluice

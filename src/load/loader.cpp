@@ -6,15 +6,12 @@
 #include <future>
 #include <map>
 
-// Inlined (header-only): libsluice needs no libxxhash at run time, so portable builds stay
-// glibc-only.
-#define XXH_INLINE_ALL
-#include <xxhash.h>
 #include <fmt/format.h>
 
 #include "sluice/error.hpp"
 #include "sluice/host_memory.hpp"
 #include "sluice/load.hpp"
+#include "memory_hash.hpp"
 
 namespace sluice {
 namespace {
@@ -203,21 +200,9 @@ const LoadedTensor* LoadedTensors::find(std::string_view name) const {
 }
 
 std::uint64_t LoadedTensors::xxh3(const LoadedTensor& t) const {
-  const std::uint64_t n = t.info->bytes;
-  const bool on_device = target_ == LoadTarget::device;
-  if (!on_device) return XXH3_64bits(t.data, static_cast<std::size_t>(n));
-  std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> state(XXH3_createState(), &XXH3_freeState);
-  if (!state || XXH3_64bits_reset(state.get()) != XXH_OK) {
-    throw_os_error(ENOMEM, {.op = "xxh3"}, "cannot create a hash state");
-  }
-  const std::uint64_t piece = std::min<std::uint64_t>(n, 64 * MiB);
-  std::vector<std::byte> host(static_cast<std::size_t>(std::max<std::uint64_t>(piece, 1)));
-  for (std::uint64_t pos = 0; pos < n; pos += piece) {
-    const auto len = static_cast<std::size_t>(std::min(piece, n - pos));
-    device_->copy_to_host(host.data(), static_cast<const std::byte*>(t.data) + pos, len);
-    (void)XXH3_64bits_update(state.get(), host.data(), len);
-  }
-  return XXH3_64bits_digest(state.get());
+  detail::MemoryHash hash(target_ == LoadTarget::device ? device_.get() : nullptr);
+  hash.update(t.data, t.info->bytes);
+  return hash.digest();
 }
 
 std::uint64_t loaded_bytes_in_use() noexcept { return g_loaded_bytes.load(std::memory_order_relaxed); }
