@@ -5,6 +5,8 @@ bench/gpu-kit.sh carries it beside them.
 """
 
 import os
+import re
+import sys
 
 MiB = 1 << 20
 
@@ -30,3 +32,20 @@ def warm_cache(path):
     with open(path, "rb") as f:
         while f.read(64 * MiB):
             pass
+
+
+def check_device(device):
+    """sim, or cuda:N on a torch that has CUDA and that device: else exit with why."""
+    if device == "sim":
+        return
+    me = os.path.basename(sys.argv[0])
+    if device != "cuda" and not re.fullmatch(r"cuda:\d+", device):
+        sys.exit(f"{me}: --device {device!r}: expected sim, cuda or cuda:N")
+    import torch  # only the benchmarks that feed a device need it
+
+    if not torch.cuda.is_available():
+        sys.exit(f"{me}: --device {device}: torch {torch.__version__} has no CUDA "
+                 f"(torch.cuda.is_available() is False; built for CUDA {torch.version.cuda})")
+    index = torch.device(device).index or 0
+    if index >= torch.cuda.device_count():
+        sys.exit(f"{me}: --device {device}: torch sees {torch.cuda.device_count()} CUDA device(s)")

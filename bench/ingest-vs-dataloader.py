@@ -39,7 +39,6 @@ DataLoader's. A missed target is a result, not a failure (exit 0).
 
 import argparse
 import os
-import re
 import resource
 import statistics
 import struct
@@ -53,7 +52,7 @@ import torch.utils.data as tud
 import sluice
 import sluice.data
 
-from benchlib import MiB, parse_size, drop_cache, warm_cache
+from benchlib import MiB, parse_size, drop_cache, warm_cache, check_device
 
 
 def write_dataset(prefix, size, seed=0):
@@ -117,20 +116,6 @@ def sim_buffer(batch, seq_len, tmpdir):
     t = sluice.load(path, device="sim")["sim-batch"]
     os.remove(path)
     return torch.from_dlpack(t)
-
-
-def check_device(device):
-    """sim, or cuda:N on a torch that has CUDA and that device: else exit with why."""
-    if device == "sim":
-        return
-    if device != "cuda" and not re.fullmatch(r"cuda:\d+", device):
-        sys.exit(f"ingest-vs-dataloader.py: --device {device!r}: expected sim, cuda or cuda:N")
-    if not torch.cuda.is_available():
-        sys.exit(f"ingest-vs-dataloader.py: --device {device}: torch {torch.__version__} has no CUDA "
-                 f"(torch.cuda.is_available() is False; built for CUDA {torch.version.cuda})")
-    index = torch.device(device).index or 0
-    if index >= torch.cuda.device_count():
-        sys.exit(f"ingest-vs-dataloader.py: --device {device}: torch sees {torch.cuda.device_count()} CUDA device(s)")
 
 
 def step_done(a):

@@ -36,7 +36,6 @@ import filecmp
 import io
 import json
 import os
-import re
 import shutil
 import statistics
 import struct
@@ -49,7 +48,7 @@ import torch
 import sluice
 import sluice.torch as st
 
-from benchlib import MiB, parse_size
+from benchlib import MiB, parse_size, check_device
 
 
 def make_state(total):
@@ -113,20 +112,6 @@ def remove(path):
         os.unlink(path)
     except FileNotFoundError:
         pass
-
-
-def check_device(device):
-    """sim, or cuda:N on a torch that has CUDA and that device: else exit with why."""
-    if device == "sim":
-        return
-    if device != "cuda" and not re.fullmatch(r"cuda:\d+", device):
-        sys.exit(f"save.py: --device {device!r}: expected sim, cuda or cuda:N")
-    if not torch.cuda.is_available():
-        sys.exit(f"save.py: --device {device}: torch {torch.__version__} has no CUDA "
-                 f"(torch.cuda.is_available() is False; built for CUDA {torch.version.cuda})")
-    index = torch.device(device).index or 0
-    if index >= torch.cuda.device_count():
-        sys.exit(f"save.py: --device {device}: torch sees {torch.cuda.device_count()} CUDA device(s)")
 
 
 def on_device(state, src, device):
