@@ -32,20 +32,44 @@ srcs=(src/core/error.cpp src/core/error_map.cpp src/formats/dtype.cpp src/format
 flags=(-std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
        -Iinclude -Isrc -Icapi)
 targets=(safetensors npy megatron_idx tar)
-for target in "${targets[@]}"; do
-  bin="$out/fuzz_$target"
-  if [ ! -x "$bin" ] || [ -n "$(find "${srcs[@]}" "tests/fuzz/fuzz_$target.cpp" include/sluice/formats.hpp include/sluice/dtype.hpp src/ingest/dataset_parts.hpp -newer "$bin")" ]; then
-    echo "fuzz: building $bin"
-    "$cxx" "${flags[@]}" -o "$bin" "tests/fuzz/fuzz_$target.cpp" "${srcs[@]}" -lfmt
-  fi
-done
-for target in "${targets[@]}"; do
-  corpus="$out/corpus_$target"
+jobs=$(nproc)
+# The parsers' objects are compiled once (in parallel) and linked into each target; all of it again
+# when any source or header they use changed since the last build.
+stamp="$out/.built"
+if [ ! -f "$stamp" ] || [ -n "$(find "${srcs[@]}" tests/fuzz/fuzz_*.cpp include/sluice src/ingest/dataset_parts.hpp -newer "$stamp" | head -1)" ]; then
+  echo "fuzz: building ${targets[*]} in $out"
+  mkdir -p "$out/obj"
+  mains=("${targets[@]/#/tests/fuzz/fuzz_}"); mains=("${mains[@]/%/.cpp}")
+  obj() { echo "$out/obj/$(tr / _ <<<"$1").o"; }
+  running=0
+  for src in "${srcs[@]}" "${mains[@]}"; do
+    "$cxx" "${flags[@]}" -c "$src" -o "$(obj "$src")" &
+    if (( ++running >= jobs )); then wait -n; running=$((running - 1)); fi
+  done
+  while (( running > 0 )); do wait -n; running=$((running - 1)); done
+  objs=()
+  for src in "${srcs[@]}"; do objs+=("$(obj "$src")"); done
+  for target in "${targets[@]}"; do
+    "$cxx" "${flags[@]}" -o "$out/fuzz_$target" "$(obj "tests/fuzz/fuzz_$target.cpp")" "${objs[@]}" -lfmt
+  done
+  touch "$stamp"
+fi
+# As many targets at a time as there are cores (each fuzzer is one process).
+run_target() {
+  local target=$1 corpus="$out/corpus_$1"
   rm -rf "$corpus"; mkdir -p "$corpus"
   cp tests/fuzz/corpus/"$target"/* "$corpus"/
-  echo "fuzz: running fuzz_$target for ${seconds}s"
   # -max_len covers the seeds; leaks and crashes fail the run (libFuzzer exits non-zero).
-  "$out/fuzz_$target" -max_total_time="$seconds" -max_len=4096 -timeout=10 -rss_limit_mb=2048 \
-    -print_final_stats=1 "$corpus" 2>"$out/fuzz_$target.log" || { tail -50 "$out/fuzz_$target.log"; exit 1; }
-  grep -E "stat::number_of_executed_units|Done" "$out/fuzz_$target.log" | tail -2
+  if ! "$out/fuzz_$target" -max_total_time="$seconds" -max_len=4096 -timeout=10 -rss_limit_mb=2048 \
+       -print_final_stats=1 "$corpus" 2>"$out/fuzz_$target.log"; then
+    echo "fuzz: fuzz_$target FAILED"; tail -50 "$out/fuzz_$target.log"; return 1
+  fi
+  echo "fuzz: fuzz_$target ran ${seconds}s: $(grep -E "stat::number_of_executed_units" "$out/fuzz_$target.log" | tail -1)"
+}
+pids=() failed=0
+for target in "${targets[@]}"; do
+  run_target "$target" & pids+=($!)
+  if [ "${#pids[@]}" -ge "$jobs" ]; then wait "${pids[0]}" || failed=1; pids=("${pids[@]:1}"); fi
 done
+for pid in "${pids[@]}"; do wait "$pid" || failed=1; done
+exit "$failed"
