@@ -51,9 +51,10 @@ dir=${WARM_CACHE_DIR:-/var/tmp}
 work=$(mktemp -d "$dir/sluice-warm-cache.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 export SLUICE_BIN=$sluice SLUICE_RESIDENCY_BENCH=$build/bin/sluice_residency_bench SLUICE_GPU_BENCH=$build/bin/sluice_gpu_bench
-"$py" - "$work" "$rounds" <<'PY'
+PYTHONPATH="$(cd "$(dirname "$0")" && pwd)${PYTHONPATH:+:$PYTHONPATH}" "$py" - "$work" "$rounds" <<'PY'
 import json, os, statistics, struct, subprocess, sys, time
 import numpy as np
+from benchlib import drop_cache as drop
 
 work, rounds = sys.argv[1], int(sys.argv[2])
 sluice = os.environ["SLUICE_BIN"]
@@ -85,14 +86,6 @@ def make_checkpoint():
         f.write(struct.pack("<Q", len(text)) + text)
         for _, _, dt, shape, b, e in tensors:
             f.write(rng.integers(0, 256, e - b, dtype=np.uint8).tobytes())
-
-def drop(path):
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fdatasync(fd)
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
 
 def warm(path):
     subprocess.run(["cat", path], stdout=subprocess.DEVNULL, check=True)
