@@ -118,11 +118,6 @@ void cancel_and_wait(Batch& b) {
   b.cv.wait(lock, [&] { return b.running == 0; });
 }
 
-void count(std::atomic<std::uint64_t>& ok, std::atomic<std::uint64_t>& err, bool success) {
-  if (!State::get().stats_running().load(std::memory_order_relaxed)) return;
-  (success ? ok : err).fetch_add(1, std::memory_order_relaxed);
-}
-
 CUfileError_t setup(CUfileBatchHandle_t* batch_idp, unsigned nr) {
   if (batch_idp == nullptr || nr == 0) return status(CU_FILE_INVALID_VALUE);
   const std::size_t cap = State::get().batch_capacity();
@@ -241,7 +236,7 @@ using namespace sluice::capi;  // NOLINT(google-build-using-namespace): the C en
 CUFILE_API CUfileError_t cuFileBatchIOSetUp(CUfileBatchHandle_t* batch_idp, unsigned nr) {
   const CUfileError_t st = guarded("cuFileBatchIOSetUp", [&] { return setup(batch_idp, nr); });
   Counters& c = State::get().counters();
-  count(c.batch_setup_ok, c.batch_setup_err, st.err == CU_FILE_SUCCESS);
+  State::get().count(c.batch_setup_ok, c.batch_setup_err, st.err == CU_FILE_SUCCESS);
   return st;
 }
 
@@ -250,7 +245,7 @@ CUFILE_API CUfileError_t cuFileBatchIOSubmit(CUfileBatchHandle_t batch_idp, unsi
   const CUfileError_t st =
       guarded("cuFileBatchIOSubmit", [&] { return submit(batch_idp, nr, iocbp, flags); });
   Counters& c = State::get().counters();
-  count(c.batch_submit_ok, c.batch_submit_err, st.err == CU_FILE_SUCCESS);
+  State::get().count(c.batch_submit_ok, c.batch_submit_err, st.err == CU_FILE_SUCCESS);
   return st;
 }
 
@@ -264,7 +259,7 @@ CUFILE_API CUfileError_t cuFileBatchIOGetStatus(CUfileBatchHandle_t batch_idp, u
 CUFILE_API CUfileError_t cuFileBatchIOCancel(CUfileBatchHandle_t batch_idp) {
   const std::shared_ptr<Batch> b = find(batch_idp);
   Counters& c = State::get().counters();
-  count(c.batch_cancel_ok, c.batch_cancel_err, b != nullptr);
+  State::get().count(c.batch_cancel_ok, c.batch_cancel_err, b != nullptr);
   if (!b) return status(CU_FILE_INVALID_VALUE);
   std::lock_guard lock(b->mu);
   b->canceled_through = b->generation;
@@ -284,7 +279,7 @@ CUFILE_API void cuFileBatchIODestroy(CUfileBatchHandle_t batch_idp) {
     }
   }
   Counters& c = State::get().counters();
-  count(c.batch_destroy_ok, c.batch_destroy_err, b != nullptr);
+  State::get().count(c.batch_destroy_ok, c.batch_destroy_err, b != nullptr);
   if (!b) {
     log(LogLevel::info, "cuFileBatchIODestroy: batch {} does not exist", batch_idp);
     return;

@@ -8,21 +8,11 @@
 
 using namespace sluice::capi;  // NOLINT(google-build-using-namespace): the C entry points below
 
-namespace {
-
-void count(std::atomic<std::uint64_t>& ok, std::atomic<std::uint64_t>& err, bool success) {
-  if (!State::get().stats_running().load(std::memory_order_relaxed)) return;
-  (success ? ok : err).fetch_add(1, std::memory_order_relaxed);
-}
-
-
-}  // namespace
-
 CUFILE_API CUfileError_t cuFileHandleRegister(CUfileHandle_t* fh, CUfileDescr_t* descr) {
   const CUfileError_t st =
       guarded("cuFileHandleRegister", [&] { return State::get().register_handle(fh, descr); });
   Counters& c = State::get().counters();
-  count(c.hdl_reg_ok, c.hdl_reg_err, st.err == CU_FILE_SUCCESS);
+  State::get().count(c.hdl_reg_ok, c.hdl_reg_err, st.err == CU_FILE_SUCCESS);
   return st;
 }
 
@@ -31,7 +21,7 @@ CUFILE_API void cuFileHandleDeregister(CUfileHandle_t fh) {
   const bool known = State::get().deregister_handle(fh);
   if (!known) log(LogLevel::info, "cuFileHandleDeregister: handle {} is not registered", fh);
   Counters& c = State::get().counters();
-  count(c.hdl_dereg_ok, c.hdl_dereg_err, known);
+  State::get().count(c.hdl_dereg_ok, c.hdl_dereg_err, known);
 }
 
 CUFILE_API CUfileError_t cuFileBufRegister(const void* bufPtr_base, size_t length, int flags) {
@@ -39,13 +29,13 @@ CUFILE_API CUfileError_t cuFileBufRegister(const void* bufPtr_base, size_t lengt
     return State::get().register_buffer(bufPtr_base, length, flags);
   });
   Counters& c = State::get().counters();
-  count(c.buf_reg_ok, c.buf_reg_err, st.err == CU_FILE_SUCCESS);
+  State::get().count(c.buf_reg_ok, c.buf_reg_err, st.err == CU_FILE_SUCCESS);
   return st;
 }
 
 CUFILE_API CUfileError_t cuFileBufDeregister(const void* bufPtr_base) {
   const CUfileError_t st = State::get().deregister_buffer(bufPtr_base);
   Counters& c = State::get().counters();
-  count(c.buf_dereg_ok, c.buf_dereg_err, st.err == CU_FILE_SUCCESS);
+  State::get().count(c.buf_dereg_ok, c.buf_dereg_err, st.err == CU_FILE_SUCCESS);
   return st;
 }

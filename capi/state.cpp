@@ -16,13 +16,14 @@
 #include "sluice/error.hpp"
 
 namespace sluice::capi {
-namespace {
 
 std::int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::steady_clock::now().time_since_epoch())
       .count();
 }
+
+namespace {
 
 // Open-time flags cuFile refuses (reference 1.3). O_NOCTTY is not kept by the kernel after
 // open(2), so it cannot be seen here; O_PATH descriptors cannot do I/O at all.

@@ -62,6 +62,9 @@ struct DirectionCounters {
   std::array<std::atomic<std::uint64_t>, SLUICE_CUFILE_SIZE_HIST_BUCKETS> size_hist{};
 };
 
+/// Steady-clock nanoseconds: the clock of Counters::started_ns.
+std::int64_t now_ns();
+
 struct Counters {
   DirectionCounters read, write;
   std::atomic<std::uint64_t> hdl_reg_ok{0}, hdl_reg_err{0}, hdl_dereg_ok{0}, hdl_dereg_err{0};
@@ -114,6 +117,10 @@ class State {
   Counters& counters() { return counters_; }
   std::atomic<int>& stats_level() { return stats_level_; }
   std::atomic<bool>& stats_running() { return stats_running_; }
+  /// Counts one call in its ok or err counter, while the stats are running.
+  void count(std::atomic<std::uint64_t>& ok, std::atomic<std::uint64_t>& err, bool success) {
+    if (stats_running_.load(std::memory_order_relaxed)) (success ? ok : err).fetch_add(1, std::memory_order_relaxed);
+  }
 
  private:
   State();

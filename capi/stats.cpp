@@ -3,7 +3,6 @@
 // "nvfs" those it handed to NVIDIA's cuFile (the direct path); host-memory requests count in
 // the totals only. Sluice's own per-path counters (sluice::stats(), `sluice stats`) see the
 // same requests.
-#include <chrono>
 #include <cstring>
 
 #include "exports.hpp"
@@ -12,12 +11,6 @@
 using namespace sluice::capi;  // NOLINT(google-build-using-namespace): the C entry points below
 
 namespace {
-
-std::int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 std::uint64_t ld(const std::atomic<std::uint64_t>& a) {
   return a.load(std::memory_order_relaxed);

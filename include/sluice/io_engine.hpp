@@ -93,6 +93,10 @@ class SLUICE_API IoEngine {
 /// Whether io_uring works here; the reason when it does not (seccomp, kernel, sysctl).
 [[nodiscard]] SLUICE_API bool uring_available(std::string* reason = nullptr);
 
+/// How many times the library resubmits one request that completed with EINTR or EAGAIN (a
+/// signal, or a full device queue) before reporting the error: the engines' callers share it.
+inline constexpr unsigned max_transient_retries = 64;
+
 /// The calling thread's engine of `kind` and at least `depth` capacity, created on first use.
 SLUICE_API IoEngine& thread_engine(EngineKind kind, unsigned depth);
 

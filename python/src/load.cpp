@@ -22,7 +22,7 @@ namespace sluice::python {
 namespace {
 
 // The report of this thread's last load (sluice.last_load_report()).
-thread_local std::optional<TransferResult> t_last_report;
+thread_local std::optional<TransferResult> t_last_load_report;
 
 // A str or os.PathLike, or a list/tuple of them.
 std::vector<std::string> path_list(const py::handle& paths) {
@@ -75,7 +75,7 @@ py::dict load_checkpoint(const Checkpoint& cp, const py::handle& device, const S
     py::gil_scoped_release unlocked;
     loaded->tensors = load(cp, options);
   }
-  t_last_report = loaded->tensors.result();
+  t_last_load_report = loaded->tensors.result();
   return tensor_dict(std::move(loaded));
 }
 
@@ -154,7 +154,7 @@ void bind_load(py::module_& m) {
       py::arg("paths"), py::arg("device") = "cpu", py::kw_only(), py::arg("tensors") = py::none(),
       py::arg("rank") = py::none(), py::arg("world") = py::none(), kLoadDoc);
   m.def(
-      "last_load_report", []() -> std::optional<TransferResult> { return t_last_report; },
+      "last_load_report", []() -> std::optional<TransferResult> { return t_last_load_report; },
       "The Result of this thread's last successful load (bytes, path, reason, seconds, ios, "
       "cached_bytes), or "
       "None before "

@@ -24,7 +24,8 @@ namespace py = pybind11;
 namespace sluice::python {
 namespace {
 
-thread_local std::optional<TransferResult> t_last_report;
+// The report of this thread's last save (sluice.last_save_report()).
+thread_local std::optional<TransferResult> t_last_save_report;
 
 // The tensors to save, with the memory they were taken from (kept until the save returns).
 struct Held {
@@ -109,7 +110,7 @@ void bind_save(py::module_& m) {
           py::gil_scoped_release unlocked;
           r = save_safetensors(path, h.tensors, o);
         }
-        t_last_report = r.transfer;
+        t_last_save_report = r.transfer;
         return r.transfer;
       },
       py::arg("path"), py::arg("tensors"), py::arg("metadata") = py::none(), py::arg("device") = py::none(),
@@ -145,7 +146,7 @@ void bind_save(py::module_& m) {
           py::gil_scoped_release unlocked;
           r = save_shards(directory, p, rank, h.tensors, o);
         }
-        t_last_report = merged(r);
+        t_last_save_report = merged(r);
         std::vector<std::string> files;
         for (const auto& s : r) files.push_back(s.path);
         return files;
@@ -161,7 +162,7 @@ void bind_save(py::module_& m) {
       },
       py::arg("directory"), py::arg("entries"), py::arg("max_shard_bytes"));
   m.def(
-      "last_save_report", []() -> std::optional<TransferResult> { return t_last_report; },
+      "last_save_report", []() -> std::optional<TransferResult> { return t_last_save_report; },
       "The Result of this thread's last successful save (bytes written, path, reason, seconds, ios), or None "
       "before the first.");
 }

@@ -17,7 +17,7 @@ namespace {
 
 using nlohmann::json;
 
-double us(std::uint64_t ns) {
+double ns_to_us(std::uint64_t ns) {
   return static_cast<double>(ns) / 1e3;
 }
 
@@ -154,9 +154,9 @@ RankRow row_of(const RankRun& rr) {
           .seconds = r.seconds,
           .gib_per_s = r.gib_per_s(),
           .iops = r.iops(),
-          .p50_us = us(r.latency.value_at_percentile(50)),
-          .p99_us = us(r.latency.value_at_percentile(99)),
-          .max_us = us(r.latency.max()),
+          .p50_us = ns_to_us(r.latency.value_at_percentile(50)),
+          .p99_us = ns_to_us(r.latency.value_at_percentile(99)),
+          .max_us = ns_to_us(r.latency.max()),
           .error = r.error};
 }
 

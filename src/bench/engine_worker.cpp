@@ -56,8 +56,6 @@ struct Slot {
   bool buffered = false;       // a read the page cache holds: on the buffered descriptor
 };
 
-constexpr unsigned max_retries = 64;
-
 // Requests handed to the kernel per io_uring_enter in the default loop: a sixteenth of the depth
 // (2 at depth 32), so a refill reaches the device a few requests at a time (see the top).
 unsigned default_chunk(unsigned iodepth) {
@@ -230,7 +228,7 @@ bool EngineLoop::complete(const IoCompletion& c, std::uint64_t t) {
   const ErrorContext ctx{.op = s.op.op == IoOp::read ? "read" : "write", .path = file_.path(),
                          .offset = s.op.offset + s.done, .size = s.op.len - s.done,
                          .has_range = true};
-  if ((res == -EINTR || res == -EAGAIN) && s.retries++ < max_retries) {
+  if ((res == -EINTR || res == -EAGAIN) && s.retries++ < sluice::max_transient_retries) {
     issue(i);  // the kernel asks to try again: the remaining bytes, latency still running
     return false;
   }

@@ -18,10 +18,10 @@ using detail::bad_file;
 using detail::PyValue;
 using detail::quote_for_message;
 
-constexpr std::string_view op = "npy";
+constexpr std::string_view npy_op = "npy";
 
 [[noreturn]] void refuse_descr(const std::string& descr, const std::string& path, const std::string& why) {
-  bad_file(op, path, fmt::format("header field 'descr': '{}' {}", quote_for_message(descr), why));
+  bad_file(npy_op, path, fmt::format("header field 'descr': '{}' {}", quote_for_message(descr), why));
 }
 
 // Bytes per element of a NumPy type string ("<f4", "|b1", ">i8", "<U5", "<M8[ns]"), or throws.
@@ -76,15 +76,15 @@ struct HeaderFields {
 };
 
 PyValue parse_header_dict(std::string_view text, unsigned major, const std::string& path) {
-  if (major == 3 && !detail::valid_utf8(text)) bad_file(op, path, "the version 3.0 header is not valid UTF-8");
+  if (major == 3 && !detail::valid_utf8(text)) bad_file(npy_op, path, "the version 3.0 header is not valid UTF-8");
   PyValue dict;
   try {
     dict = detail::parse_py_literal(text);
   } catch (const detail::PyLiteralError& e) {
-    bad_file(op, path, fmt::format("the header is not a Python dict literal: {}", e.what()));
+    bad_file(npy_op, path, fmt::format("the header is not a Python dict literal: {}", e.what()));
   }
   if (dict.kind != PyValue::Kind::dict) {
-    bad_file(op, path, fmt::format("the header is {}, not a dict", dict.kind_name()));
+    bad_file(npy_op, path, fmt::format("the header is {}, not a dict", dict.kind_name()));
   }
   return dict;
 }
@@ -94,18 +94,18 @@ HeaderFields header_fields(const PyValue& dict, const std::string& path) {
   for (std::size_t i = 0; i < dict.keys.size(); ++i) {
     const PyValue& key = dict.keys[i];
     const PyValue& value = dict.items[i];
-    if (key.kind != PyValue::Kind::string) bad_file(op, path, fmt::format("header has a key that is {}", key.kind_name()));
+    if (key.kind != PyValue::Kind::string) bad_file(npy_op, path, fmt::format("header has a key that is {}", key.kind_name()));
     const PyValue** slot = key.text == "descr" ? &f.descr : key.text == "fortran_order" ? &f.fortran
                            : key.text == "shape" ? &f.shape : nullptr;
     if (slot == nullptr) {
-      bad_file(op, path, fmt::format("header has the unexpected key '{}' (expected descr, fortran_order, shape)",
+      bad_file(npy_op, path, fmt::format("header has the unexpected key '{}' (expected descr, fortran_order, shape)",
                                      quote_for_message(key.text)));
     }
-    if (*slot != nullptr) bad_file(op, path, fmt::format("header has the key '{}' twice", key.text));
+    if (*slot != nullptr) bad_file(npy_op, path, fmt::format("header has the key '{}' twice", key.text));
     *slot = &value;
   }
   for (auto [name, v] : {std::pair{"descr", f.descr}, {"fortran_order", f.fortran}, {"shape", f.shape}}) {
-    if (v == nullptr) bad_file(op, path, fmt::format("header field '{}' is missing", name));
+    if (v == nullptr) bad_file(npy_op, path, fmt::format("header field '{}' is missing", name));
   }
   return f;
 }
@@ -113,20 +113,20 @@ HeaderFields header_fields(const PyValue& dict, const std::string& path) {
 // The shape's dimensions into t.shape; returns the element count.
 std::uint64_t read_shape(const PyValue& shape, TensorInfo& t, const std::string& path) {
   if (shape.kind != PyValue::Kind::tuple) {
-    bad_file(op, path, fmt::format("header field 'shape' is {}, not a tuple", shape.kind_name()));
+    bad_file(npy_op, path, fmt::format("header field 'shape' is {}, not a tuple", shape.kind_name()));
   }
   if (shape.items.size() > max_dims) {
-    bad_file(op, path, fmt::format("header field 'shape' has {} dimensions, more than {}", shape.items.size(), max_dims));
+    bad_file(npy_op, path, fmt::format("header field 'shape' has {} dimensions, more than {}", shape.items.size(), max_dims));
   }
   std::uint64_t count = 1;
   for (std::size_t i = 0; i < shape.items.size(); ++i) {
     const PyValue& d = shape.items[i];
     if (d.kind != PyValue::Kind::integer || d.negative || !d.magnitude) {
-      bad_file(op, path, fmt::format("header field 'shape[{}]' is not a non-negative 64-bit integer", i));
+      bad_file(npy_op, path, fmt::format("header field 'shape[{}]' is not a non-negative 64-bit integer", i));
     }
     t.shape.push_back(*d.magnitude);
     auto c = detail::mul(count, *d.magnitude);
-    if (!c) bad_file(op, path, "header field 'shape': the element count overflows 64 bits");
+    if (!c) bad_file(npy_op, path, "header field 'shape': the element count overflows 64 bits");
     count = *c;
   }
   return count;
@@ -137,23 +137,23 @@ TensorInfo array_of(const HeaderFields& f, const std::string& npy_name, const st
   TensorInfo t;
   t.name = npy_name;
   if (f.descr->kind == PyValue::Kind::list) {
-    bad_file(op, path, "header field 'descr' is a structured dtype (a list of fields), which is not supported");
+    bad_file(npy_op, path, "header field 'descr' is a structured dtype (a list of fields), which is not supported");
   }
   if (f.descr->kind != PyValue::Kind::string) {
-    bad_file(op, path, fmt::format("header field 'descr' is {}, not a type string", f.descr->kind_name()));
+    bad_file(npy_op, path, fmt::format("header field 'descr' is {}, not a type string", f.descr->kind_name()));
   }
   const std::string& descr_text = f.descr->text;
   const std::uint64_t itemsize = itemsize_of(descr_text, path);
   t.dtype = parse_numpy_dtype(descr_text).value_or(DType::raw);
   if (t.dtype == DType::raw) t.raw_dtype = descr_text;
   if (f.fortran->kind != PyValue::Kind::boolean) {
-    bad_file(op, path, fmt::format("header field 'fortran_order' is {}, not True or False", f.fortran->kind_name()));
+    bad_file(npy_op, path, fmt::format("header field 'fortran_order' is {}, not True or False", f.fortran->kind_name()));
   }
   t.fortran_order = f.fortran->boolean;
   const std::uint64_t count = read_shape(*f.shape, t, path);
   const auto bytes = detail::mul(count, itemsize);
   if (!bytes || !detail::mul(*bytes, 8)) {
-    bad_file(op, path, fmt::format("header field 'shape' x descr '{}': the byte size overflows 64 bits", descr_text));
+    bad_file(npy_op, path, fmt::format("header field 'shape' x descr '{}': the byte size overflows 64 bits", descr_text));
   }
   t.bytes = *bytes;
   t.element_bits = static_cast<std::uint32_t>(std::min<std::uint64_t>(itemsize * 8, UINT32_MAX));
@@ -164,11 +164,11 @@ TensorInfo array_of(const HeaderFields& f, const std::string& npy_name, const st
 void check_data_size(const TensorInfo& t, const std::string& descr_text, std::uint64_t available,
                      const std::string& path) {
   if (t.bytes > available) {
-    bad_file(op, path, fmt::format("header field 'shape' x descr '{}' needs {} bytes of data but the file has {} "
+    bad_file(npy_op, path, fmt::format("header field 'shape' x descr '{}' needs {} bytes of data but the file has {} "
                                    "after the header: truncated", descr_text, t.bytes, available));
   }
   if (t.bytes < available) {
-    bad_file(op, path, fmt::format("the file has {} bytes after the array data (shape x descr '{}' is {} bytes of "
+    bad_file(npy_op, path, fmt::format("the file has {} bytes after the array data (shape x descr '{}' is {} bytes of "
                                    "the {} after the header)", available - t.bytes, descr_text, t.bytes, available));
   }
 }
@@ -179,7 +179,7 @@ TensorFileLayout parse_npy(std::span<const std::byte> header, std::uint64_t file
                            const std::string& path, const std::string& npy_name) {
   const std::uint64_t extent = header_extent(TensorFormat::npy, header, file_size, path);
   if (header.size() < extent) {
-    throw_usage_error({.op = op, .path = path},
+    throw_usage_error({.op = npy_op, .path = path},
                       fmt::format("parse_npy given {} header bytes of {}", header.size(), extent));
   }
   TensorFileLayout layout;

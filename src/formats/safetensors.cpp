@@ -24,7 +24,7 @@ using nlohmann::json;
 using detail::bad_file;
 using detail::quote_for_message;
 
-constexpr std::string_view op = "safetensors";
+constexpr std::string_view safetensors_op = "safetensors";
 
 // The specification's order (safetensors/src/tensor.rs, enum Dtype); the types are in dtype.cpp.
 constexpr std::array<std::string_view, 22> dtype_names{
@@ -44,7 +44,7 @@ std::string shape_text(const std::vector<std::uint64_t>& shape) {
 
 std::uint64_t unsigned_field(const json& v, const std::string& path, const std::string& field) {
   if (!v.is_number_unsigned()) {
-    bad_file(op, path, fmt::format("header field {}: {} is not a non-negative integer", field,
+    bad_file(safetensors_op, path, fmt::format("header field {}: {} is not a non-negative integer", field,
                                    quote_for_message(v.dump())));
   }
   return v.get<std::uint64_t>();
@@ -54,64 +54,64 @@ TensorInfo parse_tensor(const std::string& name, const json& entry, std::uint64_
                         const std::string& path) {
   const std::string where = fmt::format("'{}'", quote_for_message(name));
   if (!entry.is_object()) {
-    bad_file(op, path, fmt::format("header field {}: expected an object with dtype, shape and data_offsets, found {}",
+    bad_file(safetensors_op, path, fmt::format("header field {}: expected an object with dtype, shape and data_offsets, found {}",
                                    where, entry.type_name()));
   }
   for (const char* key : {"dtype", "shape", "data_offsets"}) {
-    if (!entry.contains(key)) bad_file(op, path, fmt::format("header field {}.{} is missing", where, key));
+    if (!entry.contains(key)) bad_file(safetensors_op, path, fmt::format("header field {}.{} is missing", where, key));
   }
   TensorInfo t;
   t.name = name;
 
   const json& dtype = entry["dtype"];
-  if (!dtype.is_string()) bad_file(op, path, fmt::format("header field {}.dtype is not a string", where));
+  if (!dtype.is_string()) bad_file(safetensors_op, path, fmt::format("header field {}.dtype is not a string", where));
   const auto type = parse_safetensors_dtype(dtype.get<std::string>());
   if (!type) {
-    bad_file(op, path, fmt::format("header field {}.dtype: unknown dtype '{}' (known: {})", where,
+    bad_file(safetensors_op, path, fmt::format("header field {}.dtype: unknown dtype '{}' (known: {})", where,
                                    quote_for_message(dtype.get<std::string>()), fmt::join(dtype_names, ", ")));
   }
   t.dtype = *type;
   t.element_bits = element_bits(t.dtype);
 
   const json& shape = entry["shape"];
-  if (!shape.is_array()) bad_file(op, path, fmt::format("header field {}.shape is not an array", where));
+  if (!shape.is_array()) bad_file(safetensors_op, path, fmt::format("header field {}.shape is not an array", where));
   if (shape.size() > max_dims) {
-    bad_file(op, path, fmt::format("header field {}.shape has {} dimensions, more than {}", where, shape.size(), max_dims));
+    bad_file(safetensors_op, path, fmt::format("header field {}.shape has {} dimensions, more than {}", where, shape.size(), max_dims));
   }
   std::uint64_t elements = 1;
   for (std::size_t i = 0; i < shape.size(); ++i) {
     const std::uint64_t d = unsigned_field(shape[i], path, fmt::format("{}.shape[{}]", where, i));
     t.shape.push_back(d);
     auto e = detail::mul(elements, d);
-    if (!e) bad_file(op, path, fmt::format("header field {}.shape: the element count overflows 64 bits", where));
+    if (!e) bad_file(safetensors_op, path, fmt::format("header field {}.shape: the element count overflows 64 bits", where));
     elements = *e;
   }
   const auto bits = detail::mul(elements, t.element_bits);
   if (!bits) {
-    bad_file(op, path, fmt::format("header field {}.shape {} x {}: the byte size overflows 64 bits", where,
+    bad_file(safetensors_op, path, fmt::format("header field {}.shape {} x {}: the byte size overflows 64 bits", where,
                                    shape_text(t.shape), safetensors_name(t.dtype)));
   }
   if (*bits % 8 != 0) {
-    bad_file(op, path, fmt::format("header field {}.shape {} x {} ({} bits each) is not a whole number of bytes",
+    bad_file(safetensors_op, path, fmt::format("header field {}.shape {} x {} ({} bits each) is not a whole number of bytes",
                                    where, shape_text(t.shape), safetensors_name(t.dtype), t.element_bits));
   }
   const std::uint64_t need = *bits / 8;
 
   const json& offsets = entry["data_offsets"];
   if (!offsets.is_array() || offsets.size() != 2) {
-    bad_file(op, path, fmt::format("header field {}.data_offsets must be an array of two integers [BEGIN, END]", where));
+    bad_file(safetensors_op, path, fmt::format("header field {}.data_offsets must be an array of two integers [BEGIN, END]", where));
   }
   const std::uint64_t begin = unsigned_field(offsets[0], path, where + ".data_offsets[0]");
   const std::uint64_t end = unsigned_field(offsets[1], path, where + ".data_offsets[1]");
   if (end < begin) {
-    bad_file(op, path, fmt::format("header field {}.data_offsets [{}, {}]: END is before BEGIN", where, begin, end));
+    bad_file(safetensors_op, path, fmt::format("header field {}.data_offsets [{}, {}]: END is before BEGIN", where, begin, end));
   }
   if (end - begin != need) {
-    bad_file(op, path, fmt::format("header field {}.data_offsets [{}, {}] cover {} bytes, but shape {} x {} needs {}",
+    bad_file(safetensors_op, path, fmt::format("header field {}.data_offsets [{}, {}] cover {} bytes, but shape {} x {} needs {}",
                                    where, begin, end, end - begin, shape_text(t.shape), safetensors_name(t.dtype), need));
   }
   if (end > data_size) {
-    bad_file(op, path, fmt::format("header field {}.data_offsets [{}, {}] end past the data section ({} bytes): "
+    bad_file(safetensors_op, path, fmt::format("header field {}.data_offsets [{}, {}] end past the data section ({} bytes): "
                                    "the file is truncated or the offsets are wrong",
                                    where, begin, end, data_size));
   }
@@ -125,7 +125,7 @@ TensorInfo parse_tensor(const std::string& name, const json& entry, std::uint64_
 json parse_header_json(std::string_view json_text, const std::string& path) {
   const auto first = json_text.find_first_not_of(" \t\r\n");
   if (first == std::string_view::npos || json_text[first] != '{') {
-    bad_file(op, path, fmt::format("the {}-byte header is not a JSON object (it must start with '{{'): "
+    bad_file(safetensors_op, path, fmt::format("the {}-byte header is not a JSON object (it must start with '{{'): "
                                    "not a safetensors file?", json_text.size()));
   }
   // Keys seen per open object, to refuse duplicates; the deepest legal value is an element of a
@@ -154,19 +154,19 @@ json parse_header_json(std::string_view json_text, const std::string& path) {
   try {
     doc = json::parse(json_text.begin(), json_text.end(), callback);
   } catch (const Reject& r) {
-    bad_file(op, path, r.why);
+    bad_file(safetensors_op, path, r.why);
   } catch (const json::exception& e) {
-    bad_file(op, path, fmt::format("the header is not valid JSON: {}", e.what()));
+    bad_file(safetensors_op, path, fmt::format("the header is not valid JSON: {}", e.what()));
   }
-  if (!doc.is_object()) bad_file(op, path, "the header is not a JSON object");
+  if (!doc.is_object()) bad_file(safetensors_op, path, "the header is not a JSON object");
   return doc;
 }
 
 void read_metadata(const json& metadata, TensorFileLayout& layout, const std::string& path) {
-  if (!metadata.is_object()) bad_file(op, path, "header field __metadata__ is not an object");
+  if (!metadata.is_object()) bad_file(safetensors_op, path, "header field __metadata__ is not an object");
   for (auto m = metadata.begin(); m != metadata.end(); ++m) {
     if (!m.value().is_string()) {
-      bad_file(op, path, fmt::format("header field __metadata__.'{}' is not a string (metadata values must be strings)",
+      bad_file(safetensors_op, path, fmt::format("header field __metadata__.'{}' is not a string (metadata values must be strings)",
                                      quote_for_message(m.key())));
     }
     layout.metadata.emplace_back(m.key(), m.value().get<std::string>());
@@ -185,12 +185,12 @@ void check_contiguous(std::vector<TensorInfo>& ts, std::uint64_t data_size, cons
   const TensorInfo* prev = nullptr;
   for (const TensorInfo& t : ts) {
     if (t.offset < expected) {
-      bad_file(op, path, fmt::format("header field '{}'.data_offsets [{}, {}] overlaps '{}' (which ends at {})",
+      bad_file(safetensors_op, path, fmt::format("header field '{}'.data_offsets [{}, {}] overlaps '{}' (which ends at {})",
                                      quote_for_message(t.name), t.offset, t.offset + t.bytes,
                                      quote_for_message(prev->name), expected));
     }
     if (t.offset > expected) {
-      bad_file(op, path, fmt::format("header field '{}'.data_offsets [{}, {}]: bytes [{}, {}) of the data section "
+      bad_file(safetensors_op, path, fmt::format("header field '{}'.data_offsets [{}, {}]: bytes [{}, {}) of the data section "
                                      "belong to no tensor (tensors must be contiguous)",
                                      quote_for_message(t.name), t.offset, t.offset + t.bytes, expected, t.offset));
     }
@@ -198,7 +198,7 @@ void check_contiguous(std::vector<TensorInfo>& ts, std::uint64_t data_size, cons
     prev = &t;
   }
   if (expected != data_size) {
-    bad_file(op, path, fmt::format("the data section has {} bytes but the tensors end at {}: {} bytes after the "
+    bad_file(safetensors_op, path, fmt::format("the data section has {} bytes but the tensors end at {}: {} bytes after the "
                                    "last tensor", data_size, expected, data_size - expected));
   }
 }
@@ -215,12 +215,12 @@ std::span<const std::string_view> safetensors_dtypes() noexcept { return dtype_n
 TensorFileLayout parse_safetensors(std::span<const std::byte> header, std::uint64_t file_size,
                                    const std::string& path) {
   if (file_size < 8) {
-    bad_file(op, path, fmt::format("the file has {} bytes, fewer than the 8-byte header length: "
+    bad_file(safetensors_op, path, fmt::format("the file has {} bytes, fewer than the 8-byte header length: "
                                    "not a safetensors file, or truncated", file_size));
   }
   const std::uint64_t extent = header_extent(TensorFormat::safetensors, header, file_size, path);
   if (header.size() < extent) {
-    throw_usage_error({.op = op, .path = path},
+    throw_usage_error({.op = safetensors_op, .path = path},
                       fmt::format("parse_safetensors given {} header bytes of {}", header.size(), extent));
   }
   TensorFileLayout layout;

@@ -23,7 +23,7 @@ namespace {
 
 using formats::detail::bad_file;
 
-constexpr std::string_view op = "megatron";
+constexpr std::string_view megatron_op = "megatron";
 
 struct Prefix {
   std::string name;
@@ -42,7 +42,7 @@ std::vector<std::byte> read_whole(const File& file) {
   std::vector<std::byte> bytes(static_cast<std::size_t>(size));
   const auto got = read(file, bytes.data(), size, 0).bytes;
   if (got != size) {
-    bad_file(op, file.path(), fmt::format("the file shrank while read ({} of {} bytes)", got, size));
+    bad_file(megatron_op, file.path(), fmt::format("the file shrank while read ({} of {} bytes)", got, size));
   }
   return bytes;
 }
@@ -80,7 +80,7 @@ class MegatronDataset final : public DatasetBase {
     const std::uint64_t bin_size = bin.size();
     MegatronIndex index = parse_megatron_index(idx_bytes, bin_size, idx.path(), bin.path());
     if (!prefixes_.empty() && index.dtype != dtype_) {
-      bad_file(op, idx.path(), fmt::format("header field 'dtype' is {} but '{}.idx' has {}: the prefixes of one "
+      bad_file(megatron_op, idx.path(), fmt::format("header field 'dtype' is {} but '{}.idx' has {}: the prefixes of one "
                                            "dataset must share a token type", to_string(index.dtype),
                                            prefixes_[0].name, to_string(dtype_)));
     }

@@ -19,7 +19,7 @@ namespace {
 using formats::detail::bad_file;
 using formats::detail::load_le;
 
-constexpr std::string_view op = "megatron";
+constexpr std::string_view megatron_idx_op = "megatron";
 constexpr char magic[9] = {'M', 'M', 'I', 'D', 'I', 'D', 'X', '\0', '\0'};
 
 struct Counts {
@@ -30,20 +30,20 @@ struct Counts {
 // The header: magic, version, dtype; the counts, checked against the file's size.
 Counts parse_header(std::span<const std::byte> idx, MegatronIndex& out, const std::string& path) {
   if (idx.size() < megatron_header_bytes) {
-    bad_file(op, path, fmt::format("the index is {} bytes, shorter than its {}-byte header: truncated",
+    bad_file(megatron_idx_op, path, fmt::format("the index is {} bytes, shorter than its {}-byte header: truncated",
                                    idx.size(), megatron_header_bytes));
   }
   if (std::memcmp(idx.data(), magic, sizeof magic) != 0) {
-    bad_file(op, path, "header field 'magic' is not MMIDIDX\\x00\\x00: not a Megatron/NeMo index");
+    bad_file(megatron_idx_op, path, "header field 'magic' is not MMIDIDX\\x00\\x00: not a Megatron/NeMo index");
   }
   const std::byte* p = idx.data();
   if (const auto version = load_le(p + 9, 8); version != 1) {
-    bad_file(op, path, fmt::format("header field 'version' is {}; only version 1 is supported", version));
+    bad_file(megatron_idx_op, path, fmt::format("header field 'version' is {}; only version 1 is supported", version));
   }
   const auto code = static_cast<std::uint8_t>(p[17]);
   const auto dtype = megatron_dtype(code);
   if (!dtype) {
-    bad_file(op, path, fmt::format("header field 'dtype' has the unknown code {} (known: 1 u8, 2 i8, 3 i16, "
+    bad_file(megatron_idx_op, path, fmt::format("header field 'dtype' has the unknown code {} (known: 1 u8, 2 i8, 3 i16, "
                                    "4 i32, 5 i64, 6 f64, 7 f32, 8 u16)", code));
   }
   out.dtype = *dtype;
@@ -58,7 +58,7 @@ Counts parse_header(std::span<const std::byte> idx, MegatronIndex& out, const st
   const auto total = body ? add(*body, megatron_header_bytes) : std::nullopt;
   if (!total || *total != idx.size()) {
     const std::string need = total ? fmt::format("{} bytes", *total) : std::string("more than 2^64 bytes");
-    bad_file(op, path, fmt::format("header fields 'sequence_count' ({}) and 'document_count' ({}) need an index "
+    bad_file(megatron_idx_op, path, fmt::format("header fields 'sequence_count' ({}) and 'document_count' ({}) need an index "
                                    "of {} but the file has {} bytes{}", c.sequences, c.documents, need, idx.size(),
                                    total && *total > idx.size() ? ": truncated" : ""));
   }
@@ -78,23 +78,23 @@ void parse_sequences(std::span<const std::byte> idx, std::uint64_t n, std::uint6
     const auto length = static_cast<std::int32_t>(static_cast<std::uint32_t>(load_le(lengths + 4 * i, 4)));
     const auto pointer = static_cast<std::int64_t>(load_le(pointers + 8 * i, 8));
     if (length < 0) {
-      bad_file(op, idx_path, fmt::format("field 'sequence_lengths[{}]' is {}, negative", i, length));
+      bad_file(megatron_idx_op, idx_path, fmt::format("field 'sequence_lengths[{}]' is {}, negative", i, length));
     }
     if (pointer < 0) {
-      bad_file(op, idx_path, fmt::format("field 'sequence_pointers[{}]' is {}, negative", i, pointer));
+      bad_file(megatron_idx_op, idx_path, fmt::format("field 'sequence_pointers[{}]' is {}, negative", i, pointer));
     }
     const auto start = static_cast<std::uint64_t>(pointer);
     // length < 2^31 and token_bytes <= 8: bytes fits; start < 2^63: end fits.
     const std::uint64_t bytes = static_cast<std::uint64_t>(length) * out.token_bytes;
     const std::uint64_t end = start + bytes;
     if (end > bin_size) {
-      bad_file(op, bin_path, fmt::format("sequence {} ('{}' fields 'sequence_pointers[{}]' {} and "
+      bad_file(megatron_idx_op, bin_path, fmt::format("sequence {} ('{}' fields 'sequence_pointers[{}]' {} and "
                                          "'sequence_lengths[{}]' {} x {} bytes) ends at byte {}, past the end of "
                                          "the file ({} bytes): truncated .bin, or not this index's",
                                          i, idx_path, i, start, i, length, out.token_bytes, end, bin_size));
     }
     if (start < previous_end) {
-      bad_file(op, idx_path, fmt::format("field 'sequence_pointers[{}]' is {}, inside sequence {} (which ends at "
+      bad_file(megatron_idx_op, idx_path, fmt::format("field 'sequence_pointers[{}]' is {}, inside sequence {} (which ends at "
                                          "byte {}): pointers must climb", i, start, i - 1, previous_end));
     }
     previous_end = end;
@@ -109,11 +109,11 @@ void check_documents(std::span<const std::byte> idx, std::uint64_t n, std::uint6
   for (std::uint64_t j = 0; j < d; ++j) {
     const auto v = static_cast<std::int64_t>(load_le(docs + 8 * j, 8));
     if (v < 0 || static_cast<std::uint64_t>(v) > n) {
-      bad_file(op, path, fmt::format("field 'document_indices[{}]' is {}, outside 0..{} (the sequence count)",
+      bad_file(megatron_idx_op, path, fmt::format("field 'document_indices[{}]' is {}, outside 0..{} (the sequence count)",
                                      j, v, n));
     }
     if (v < previous) {
-      bad_file(op, path, fmt::format("field 'document_indices[{}]' is {}, less than 'document_indices[{}]' {}: "
+      bad_file(megatron_idx_op, path, fmt::format("field 'document_indices[{}]' is {}, less than 'document_indices[{}]' {}: "
                                      "document indices must not decrease", j, v, j - 1, previous));
     }
     previous = v;

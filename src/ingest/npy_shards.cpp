@@ -20,7 +20,7 @@ namespace {
 
 using formats::detail::bad_file;
 
-constexpr std::string_view op = "npy";
+constexpr std::string_view shard_op = "npy";
 
 struct Shard {
   std::uint64_t data_offset = 0;
@@ -37,16 +37,16 @@ TensorInfo read_shard_header(const File& file) {
   std::byte magic[6] = {};
   const auto got = read(file, magic, sizeof magic, 0).bytes;
   if (got < sizeof magic || std::memcmp(magic, "\x93NUMPY", 6) != 0) {
-    bad_file(op, file.path(), "field 'magic' is not \\x93NUMPY: not an .npy file");
+    bad_file(shard_op, file.path(), "field 'magic' is not \\x93NUMPY: not an .npy file");
   }
   TensorInfo t = formats::read_layout(file).tensors.at(0);
   if (t.dtype == DType::raw) {
-    bad_file(op, file.path(), fmt::format("header field 'descr' '{}' has no tensor dtype (strings, void, datetime "
+    bad_file(shard_op, file.path(), fmt::format("header field 'descr' '{}' has no tensor dtype (strings, void, datetime "
                                           "and big-endian types are not supported in shards)", t.raw_dtype));
   }
-  if (t.shape.empty()) bad_file(op, file.path(), "header field 'shape' is () (a scalar): a shard needs rows");
+  if (t.shape.empty()) bad_file(shard_op, file.path(), "header field 'shape' is () (a scalar): a shard needs rows");
   if (t.fortran_order && t.shape.size() > 1) {
-    bad_file(op, file.path(), "header field 'fortran_order' is True: Fortran-order shards are not supported "
+    bad_file(shard_op, file.path(), "header field 'fortran_order' is True: Fortran-order shards are not supported "
                               "(a row's bytes are not contiguous); save np.ascontiguousarray(a) instead");
   }
   return t;
@@ -96,13 +96,13 @@ class NpyShardsDataset final : public DatasetBase {
       row_shape_ = row_shape;
       first_path_ = path;
       row_bytes_ = t.shape[0] == 0 ? row_bytes_of(t, row_shape, path) : t.bytes / t.shape[0];
-      if (row_bytes_ == 0) bad_file(op, path, fmt::format("header field 'shape' {} has rows of 0 bytes",
+      if (row_bytes_ == 0) bad_file(shard_op, path, fmt::format("header field 'shape' {} has rows of 0 bytes",
                                                           shape_text(t.shape)));
     } else if (t.dtype != dtype_) {
-      bad_file(op, path, fmt::format("header field 'descr' is '{}' but the first shard '{}' has '{}': shards must "
+      bad_file(shard_op, path, fmt::format("header field 'descr' is '{}' but the first shard '{}' has '{}': shards must "
                                      "share one dtype", descr, first_path_, numpy_name(dtype_)));
     } else if (row_shape != row_shape_) {
-      bad_file(op, path, fmt::format("header field 'shape' {} has rows of {} but the first shard '{}' has rows of "
+      bad_file(shard_op, path, fmt::format("header field 'shape' {} has rows of {} but the first shard '{}' has rows of "
                                      "{}: shards must share one row shape", shape_text(t.shape),
                                      shape_text(row_shape), first_path_, shape_text(row_shape_)));
     }
@@ -121,7 +121,7 @@ class NpyShardsDataset final : public DatasetBase {
     std::uint64_t bytes = t.element_bits / 8;
     for (const std::uint64_t d : row_shape) {
       const auto b = formats::detail::mul(bytes, d);
-      if (!b) bad_file(op, path, "header field 'shape': a row's byte size overflows 64 bits");
+      if (!b) bad_file(shard_op, path, "header field 'shape': a row's byte size overflows 64 bits");
       bytes = *b;
     }
     return bytes;

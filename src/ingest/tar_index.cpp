@@ -22,7 +22,7 @@ namespace {
 using formats::detail::bad_file;
 using formats::detail::quote_for_message;
 
-constexpr std::string_view op = "tar";
+constexpr std::string_view tar_op = "tar";
 constexpr std::uint64_t block = 512;
 
 // Field offsets and widths of a ustar header.
@@ -71,7 +71,7 @@ std::optional<std::uint64_t> number_field(const std::byte* p, std::size_t len) {
 void check_checksum(const std::byte* h, std::uint64_t at, const std::string& path) {
   const auto stored = number_field(h + chksum_at, chksum_len);
   if (!stored) {
-    bad_file(op, path, fmt::format("header at byte {}: field 'chksum' is not an octal number: corrupt header", at));
+    bad_file(tar_op, path, fmt::format("header at byte {}: field 'chksum' is not an octal number: corrupt header", at));
   }
   std::uint64_t sum_unsigned = 0;
   std::int64_t sum_signed = 0;
@@ -82,7 +82,7 @@ void check_checksum(const std::byte* h, std::uint64_t at, const std::string& pat
     sum_signed += static_cast<std::int8_t>(b);
   }
   if (*stored != sum_unsigned && static_cast<std::int64_t>(*stored) != sum_signed) {
-    bad_file(op, path, fmt::format("header at byte {}: field 'chksum' is {} but the header's bytes sum to {}: "
+    bad_file(tar_op, path, fmt::format("header at byte {}: field 'chksum' is {} but the header's bytes sum to {}: "
                                    "corrupt header", at, *stored, sum_unsigned));
   }
 }
@@ -96,7 +96,7 @@ struct Pending {
 
 void parse_pax(std::string_view data, std::uint64_t at, Pending& next, const std::string& path) {
   auto refuse = [&](std::string_view why) {
-    bad_file(op, path, fmt::format("pax header at byte {}: {}", at, why));
+    bad_file(tar_op, path, fmt::format("pax header at byte {}: {}", at, why));
   };
   std::size_t pos = 0;
   while (pos < data.size()) {
@@ -137,14 +137,14 @@ class Scanner {
       : size_(file_size), bytes_at_(bytes_at), path_(path) {}
 
   std::vector<TarMember> run() {
-    if (size_ == 0) bad_file(op, path_, "the file is empty: not a tar archive");
+    if (size_ == 0) bad_file(tar_op, path_, "the file is empty: not a tar archive");
     std::uint64_t at = 0;
     while (at < size_) {
       if (size_ - at < block) {
-        bad_file(op, path_, fmt::format("header at byte {}: the file ends {} bytes into it: truncated", at, size_ - at));
+        bad_file(tar_op, path_, fmt::format("header at byte {}: the file ends {} bytes into it: truncated", at, size_ - at));
       }
       const auto h = bytes_at_(at, block);
-      if (h.size() < block) bad_file(op, path_, fmt::format("header at byte {}: the file shrank while read", at));
+      if (h.size() < block) bad_file(tar_op, path_, fmt::format("header at byte {}: the file shrank while read", at));
       if (std::all_of(h.begin(), h.end(), [](std::byte b) { return b == std::byte{0}; })) break;  // end
       at = member(h.data(), at);
     }
@@ -159,14 +159,14 @@ class Scanner {
     std::string name = header_name(h);
     const auto field_size = number_field(h + size_at, size_len);
     if (!field_size) {
-      bad_file(op, path_, fmt::format("header at byte {} (member '{}'): field 'size' is not a number: corrupt header",
+      bad_file(tar_op, path_, fmt::format("header at byte {} (member '{}'): field 'size' is not a number: corrupt header",
                                       at, quote_for_message(name)));
     }
     const bool regular = type == '0' || type == '\0' || type == '7';
     const std::uint64_t size = regular && next_.pax_size ? *next_.pax_size : *field_size;
     const std::uint64_t data = at + block;
     if (size > size_ - data) {
-      bad_file(op, path_, fmt::format("header at byte {} (member '{}'): field 'size' {} runs past the end of the "
+      bad_file(tar_op, path_, fmt::format("header at byte {} (member '{}'): field 'size' {} runs past the end of the "
                                       "file ({} bytes): truncated", at, quote_for_message(name), size, size_));
     }
     switch (type) {
@@ -176,7 +176,7 @@ class Scanner {
       case '0': case '\0': case '7': add_file(std::move(name), data, size, at); break;
       case '1': case '2': case '3': case '4': case '5': case '6': next_ = {}; break;  // no contents
       default:
-        bad_file(op, path_, fmt::format("header at byte {} (member '{}'): field 'typeflag' '{}' is not supported "
+        bad_file(tar_op, path_, fmt::format("header at byte {} (member '{}'): field 'typeflag' '{}' is not supported "
                                         "(sparse or vendor-specific member)", at, quote_for_message(name),
                                         quote_for_message(std::string_view(&type, 1))));
     }
@@ -199,11 +199,11 @@ class Scanner {
 
   std::string_view meta(std::uint64_t data, std::uint64_t size, std::uint64_t at, std::string_view what) {
     if (size > tar_max_meta_bytes) {
-      bad_file(op, path_, fmt::format("header at byte {}: field 'size' {} of a {} block is larger than {} bytes",
+      bad_file(tar_op, path_, fmt::format("header at byte {}: field 'size' {} of a {} block is larger than {} bytes",
                                       at, size, what, tar_max_meta_bytes));
     }
     const auto bytes = bytes_at_(data, static_cast<std::size_t>(size));
-    if (bytes.size() < size) bad_file(op, path_, fmt::format("header at byte {}: the file shrank while read", at));
+    if (bytes.size() < size) bad_file(tar_op, path_, fmt::format("header at byte {}: the file shrank while read", at));
     meta_.assign(reinterpret_cast<const char*>(bytes.data()), bytes.size());
     return meta_;
   }
@@ -217,7 +217,7 @@ class Scanner {
       name = std::move(*next_.long_name);
     }
     next_ = {};
-    if (name.empty()) bad_file(op, path_, fmt::format("header at byte {}: field 'name' is empty", at));
+    if (name.empty()) bad_file(tar_op, path_, fmt::format("header at byte {}: field 'name' is empty", at));
     if (name.back() == '/') return;  // an old-style directory entry
     members_.push_back({std::move(name), data, size});
   }

@@ -23,7 +23,7 @@ namespace {
 using formats::detail::bad_file;
 using formats::detail::quote_for_message;
 
-constexpr std::string_view op = "wds";
+constexpr std::string_view wds_op = "wds";
 // Bytes read at once while scanning headers: many small members share one read. After a jump
 // past a window's worth of contents (large members), the next read is small, so that the scan
 // does not read much of the contents it skips.
@@ -114,7 +114,7 @@ class WebDataset final : public DatasetBase {
     File file = File::open(path, OpenMode::read);
     const std::string name = base_name(path);
     if (const auto same = std::find(shard_names_.begin(), shard_names_.end(), name); same != shard_names_.end()) {
-      throw_usage_error({.op = op, .path = path},
+      throw_usage_error({.op = wds_op, .path = path},
                         fmt::format("another shard is named '{}' too: sample ids (SHARD/KEY) would not be unique",
                                     name));
     }
@@ -144,14 +144,14 @@ class WebDataset final : public DatasetBase {
       Sample& s = samples_.back();
       for (std::uint64_t i = s.first_member; i < s.first_member + s.members; ++i) {
         if (members_[i].field == field) {
-          bad_file(op, path, fmt::format("member '{}' at byte {}: sample '{}' already has the field '{}'",
+          bad_file(wds_op, path, fmt::format("member '{}' at byte {}: sample '{}' already has the field '{}'",
                                          quote_for_message(m.name), m.offset, quote_for_message(key),
                                          quote_for_message(field)));
         }
       }
     } else {
       if (!keys.emplace(key).second) {
-        bad_file(op, path, fmt::format("member '{}' at byte {}: key '{}' comes back after other keys; a sample's "
+        bad_file(wds_op, path, fmt::format("member '{}' at byte {}: key '{}' comes back after other keys; a sample's "
                                        "members must be consecutive", quote_for_message(m.name), m.offset,
                                        quote_for_message(key)));
       }

@@ -50,7 +50,6 @@ namespace {
 
 // Ring size of the thread's engine; more requests than this wait in its backlog.
 constexpr unsigned ring_depth = 256;
-constexpr unsigned max_retries = 64;
 constexpr std::string_view async_reason = "O_DIRECT; async I/O thread";
 
 std::uint64_t now_ns() {
@@ -268,7 +267,7 @@ class AsyncIo {
     std::unique_ptr<Request> r(reinterpret_cast<Request*>(static_cast<std::uintptr_t>(c.tag)));
     r->unlink();
     const std::uint64_t rest = r->t.size - r->done;
-    if ((c.result == -EINTR || c.result == -EAGAIN) && r->retries++ < max_retries) {
+    if ((c.result == -EINTR || c.result == -EAGAIN) && r->retries++ < max_transient_retries) {
       backlog_.push_front(r.release());  // the kernel asks to try again
       return;
     }

@@ -45,7 +45,6 @@ ErrorContext range_context(IoOp op, const File& file, std::uint64_t offset, std:
 void posix_piece(IoOp op, const File& file, std::byte* host, std::uint64_t n, std::uint64_t at,
                  std::uint64_t* ios) {
   constexpr std::uint64_t max_request = 1U << 30;  // IoRequest::len is 32 bits
-  constexpr unsigned max_retries = 64;
   IoEngine& engine = thread_engine(EngineKind::psync, 1);
   unsigned retries = 0;
   for (std::uint64_t done = 0; done < n;) {
@@ -57,7 +56,7 @@ void posix_piece(IoOp op, const File& file, std::byte* host, std::uint64_t n, st
     ++*ios;
     if (c.result < 0) {
       const int err = static_cast<int>(-c.result);
-      if ((err == EINTR || err == EAGAIN) && retries++ < max_retries) continue;
+      if ((err == EINTR || err == EAGAIN) && retries++ < max_transient_retries) continue;
       throw_os_error(err, range_context(op, file, at + done, n - done),
                      op == IoOp::read ? "read failed" : "write failed");
     }

@@ -35,8 +35,6 @@ int HostMover::start(void* dst, const void* src, std::size_t n, bool) {
 
 namespace {
 
-constexpr int max_retries = 64;
-
 // Owned by the caller and every helper (shared_ptr): a helper may start after the caller has
 // returned, so the job holds copies of everything a late helper looks at.
 struct Job {
@@ -68,7 +66,7 @@ struct Slot {
   Chunk chunk;
   std::optional<StagingPool::Lease> staging;
   std::uint32_t done = 0;  // bytes of the I/O transferred so far
-  int retries = 0;
+  unsigned retries = 0;
   int ticket = -1;
   bool buffered = false;   // on the buffered descriptor
   Phase phase = Phase::free;
@@ -303,7 +301,7 @@ class Worker {
     }
     if (comp.result < 0) {
       const int err = static_cast<int>(-comp.result);
-      if ((err == EINTR || err == EAGAIN) && slot.retries++ < max_retries) {
+      if ((err == EINTR || err == EAGAIN) && slot.retries++ < max_transient_retries) {
         issue(s);
         return;
       }

@@ -8,24 +8,12 @@
 #include <gtest/gtest.h>
 
 #include "sluice/residency.hpp"
+#include "support/test_util.hpp"
 
 namespace sluice::test {
-namespace {
-
-struct Fd {
-  explicit Fd(const std::string& path) : fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC)) {}
-  ~Fd() {
-    if (fd >= 0) ::close(fd);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int fd;
-};
-
-}  // namespace
 
 bool drop_cache(const std::string& path) {
-  const Fd f(path);
+  const ScopedFd f{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
   if (f.fd < 0) return false;
   ::fdatasync(f.fd);
   ::posix_fadvise(f.fd, 0, 0, POSIX_FADV_DONTNEED);
@@ -33,7 +21,7 @@ bool drop_cache(const std::string& path) {
 }
 
 void make_resident(const std::string& path, std::uint64_t offset, std::uint64_t size) {
-  const Fd f(path);
+  const ScopedFd f{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
   ASSERT_GE(f.fd, 0) << path;
   // FADV_RANDOM: the kernel reads exactly the pages asked for, no readahead around them.
   ASSERT_EQ(::posix_fadvise(f.fd, 0, 0, POSIX_FADV_RANDOM), 0);
@@ -48,7 +36,7 @@ void make_resident(const std::string& path, std::uint64_t offset, std::uint64_t 
 }
 
 std::uint64_t cached_pages(const std::string& path, std::uint64_t offset, std::uint64_t size) {
-  const Fd f(path);
+  const ScopedFd f{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
   return f.fd < 0 ? 0 : page_cache_residency(f.fd, offset, size).cached;
 }
 

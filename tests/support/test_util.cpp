@@ -29,14 +29,11 @@ namespace {
   throw std::runtime_error(fmt::format("{} '{}': {}", what, path, std::strerror(errno)));
 }
 
-struct Fd {
-  int fd;
-  ~Fd() {
-    if (fd >= 0) ::close(fd);
-  }
-};
-
 }  // namespace
+
+ScopedFd::~ScopedFd() {
+  if (fd >= 0) ::close(fd);
+}
 
 TempDir::TempDir(const std::string& parent, std::string_view prefix) {
   std::string templ = fmt::format("{}/{}XXXXXX", parent, prefix);
@@ -126,7 +123,7 @@ std::vector<std::byte> random_bytes(std::size_t n, std::uint64_t seed) {
 }
 
 void write_file(const std::string& path, std::span<const std::byte> data) {
-  Fd f{::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)};
+  ScopedFd f{::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)};
   if (f.fd < 0) fail_errno("open", path);
   std::size_t done = 0;
   while (done < data.size()) {
@@ -140,7 +137,7 @@ void write_file(const std::string& path, std::span<const std::byte> data) {
 }
 
 void pwrite_file(const std::string& path, std::span<const std::byte> data, std::uint64_t offset) {
-  Fd f{::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644)};
+  ScopedFd f{::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644)};
   if (f.fd < 0) fail_errno("open", path);
   std::size_t done = 0;
   while (done < data.size()) {
@@ -155,7 +152,7 @@ void pwrite_file(const std::string& path, std::span<const std::byte> data, std::
 }
 
 std::vector<std::byte> pread_file(const std::string& path, std::uint64_t offset, std::uint64_t size) {
-  Fd f{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+  ScopedFd f{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
   if (f.fd < 0) fail_errno("open", path);
   std::vector<std::byte> out(size);
   std::size_t done = 0;

@@ -23,6 +23,15 @@
 
 namespace sluice::test {
 
+/// A file descriptor closed on destruction (negative: none, as open(2) failed).
+struct ScopedFd {
+  int fd;
+  explicit ScopedFd(int f) : fd(f) {}
+  ~ScopedFd();
+  ScopedFd(const ScopedFd&) = delete;
+  ScopedFd& operator=(const ScopedFd&) = delete;
+};
+
 /// A fresh folder (mkdtemp) under `parent`, removed with everything in it on destruction.
 class TempDir {
  public:

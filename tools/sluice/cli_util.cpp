@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -165,6 +166,24 @@ void write_all(int fd, const void* buf, std::size_t size, const std::string& wha
     p += n;
     size -= static_cast<std::size_t>(n);
   }
+}
+
+bool ProgressLine::due(bool force) {
+  if (!enabled_) return false;
+  const auto now = std::chrono::steady_clock::now();
+  if (!force && now - last_ < std::chrono::milliseconds(100)) return false;
+  last_ = now;
+  return true;
+}
+
+void ProgressLine::show(const std::string& text) {
+  std::fprintf(stderr, "\r%s   ", text.c_str());
+  shown_ = true;
+}
+
+void ProgressLine::finish() {
+  if (shown_) std::fputs("\r\033[K", stderr);
+  shown_ = false;
 }
 
 }  // namespace sluice::cli

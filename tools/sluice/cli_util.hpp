@@ -3,6 +3,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 
@@ -97,5 +98,22 @@ void apply_cache_policy(const std::string& policy);
 
 /// Writes all of buf to fd, or throws an Error naming `what`.
 void write_all(int fd, const void* buf, std::size_t size, const std::string& what);
+
+/// A one-line progress report on stderr, redrawn at most ten times a second, and erased by
+/// finish() if it was ever shown. Disabled, it prints nothing.
+class ProgressLine {
+ public:
+  explicit ProgressLine(bool enabled) : enabled_(enabled) {}
+  /// Whether to redraw now: enabled, and 100 ms since the last redraw (or `force`).
+  [[nodiscard]] bool due(bool force = false);
+  /// Redraws the line as `text`.
+  void show(const std::string& text);
+  void finish();
+
+ private:
+  bool enabled_;
+  bool shown_ = false;
+  std::chrono::steady_clock::time_point last_{};
+};
 
 }  // namespace sluice::cli

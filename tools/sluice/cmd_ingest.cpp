@@ -103,29 +103,6 @@ std::string emit_line(const Batch& b, const Dataset& ds) {
       .dump();
 }
 
-// A one-line progress report on a terminal, at most ten times a second.
-class Progress {
- public:
-  explicit Progress(bool enabled) : enabled_(enabled) {}
-  void step(std::uint64_t epoch, std::uint64_t steps, std::uint64_t samples) {
-    if (!enabled_) return;
-    const auto now = std::chrono::steady_clock::now();
-    if (now - last_ < std::chrono::milliseconds(100)) return;
-    last_ = now;
-    std::fprintf(stderr, "\ringest: epoch %llu, %llu steps, %llu samples   ", static_cast<unsigned long long>(epoch),
-                 static_cast<unsigned long long>(steps), static_cast<unsigned long long>(samples));
-    shown_ = true;
-  }
-  void finish() {
-    if (shown_) std::fputs("\r\033[K", stderr);
-  }
-
- private:
-  bool enabled_;
-  bool shown_ = false;
-  std::chrono::steady_clock::time_point last_{};
-};
-
 struct RunResult {
   std::uint64_t steps = 0;
   std::uint64_t epochs_done = 0;
@@ -135,7 +112,7 @@ struct RunResult {
 RunResult run_batches(const IngestArgs& a, Loader& loader, std::FILE* emit) {
   RunResult r;
   const std::uint64_t epochs = a.steps == 0 && a.epochs == 0 ? 1 : a.epochs;
-  Progress progress(!a.json && isatty(STDERR_FILENO) != 0);
+  ProgressLine progress(!a.json && isatty(STDERR_FILENO) != 0);
   std::uint64_t samples = 0;
   const auto step_time = std::chrono::duration<double>(a.step_time);
   for (;;) {
@@ -156,7 +133,7 @@ RunResult run_batches(const IngestArgs& a, Loader& loader, std::FILE* emit) {
     if (a.step_time > 0) std::this_thread::sleep_for(step_time);
     ++r.steps;
     samples += b->samples().size();
-    progress.step(b->epoch(), r.steps, samples);
+    if (progress.due()) progress.show(fmt::format("ingest: epoch {}, {} steps, {} samples", b->epoch(), r.steps, samples));
   }
   progress.finish();
   return r;

@@ -44,30 +44,22 @@ std::string shape_text(const std::vector<std::uint64_t>& shape) {
   return fmt::format("[{}]", fmt::join(shape, ", "));
 }
 
-// A one-line progress report on a terminal, at most ten times a second.
+// Bytes loaded of those planned, on a progress line (for loads of 256 MiB or more).
 class Progress {
  public:
-  Progress(std::uint64_t total, bool enabled) : total_(total), enabled_(enabled && total >= 256 * MiB) {}
+  Progress(std::uint64_t total, bool enabled) : total_(total), line_(enabled && total >= 256 * MiB) {}
   void add(std::uint64_t bytes) {
     done_ += bytes;
-    if (!enabled_) return;
-    const auto now = std::chrono::steady_clock::now();
-    if (now - last_ < std::chrono::milliseconds(100) && done_ < total_) return;
-    last_ = now;
-    std::fprintf(stderr, "\rloading: %s of %s (%.0f%%)   ", format_size(done_).c_str(), format_size(total_).c_str(),
-                 100.0 * static_cast<double>(done_) / static_cast<double>(total_));
-    shown_ = true;
+    if (!line_.due(done_ >= total_)) return;
+    line_.show(fmt::format("loading: {} of {} ({:.0f}%)", format_size(done_), format_size(total_),
+                           100.0 * static_cast<double>(done_) / static_cast<double>(total_)));
   }
-  void finish() {
-    if (shown_) std::fputs("\r\033[K", stderr);
-  }
+  void finish() { line_.finish(); }
 
  private:
   std::uint64_t total_;
   std::uint64_t done_ = 0;
-  bool enabled_;
-  bool shown_ = false;
-  std::chrono::steady_clock::time_point last_{};
+  ProgressLine line_;
 };
 
 // The memory tensors go to: --memory (default device), pageable host memory under --path host.
