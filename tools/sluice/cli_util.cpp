@@ -115,20 +115,24 @@ TransferTarget TransferTarget::from_args(const std::string& device, const std::s
   return t;
 }
 
-PieceBuffer::PieceBuffer(const TransferTarget& target, std::size_t size)
-    : host_(std::max<std::size_t>(size, 4096)) {
+PieceBuffer::PieceBuffer(const TransferTarget& target, std::size_t size, const PieceBuffer* share_mirror_of) {
+  const std::size_t bytes = std::max<std::size_t>(size, 4096);
   if (target.device && !(target.options.path && *target.options.path == Path::host)) {
-    target_ = DeviceBuffer(target.device, std::max<std::size_t>(size, 4096));
+    target_ = DeviceBuffer(target.device, bytes);
+    if (share_mirror_of != nullptr && !share_mirror_of->target_.empty() && share_mirror_of->host_->size() >= bytes) {
+      host_ = share_mirror_of->host_;
+    }
   }
+  if (!host_) host_ = std::make_shared<HostMapping>(bytes);
 }
 
 const std::byte* PieceBuffer::download(std::size_t n) {
-  if (!target_.empty() && n > 0) target_.device()->copy_to_host(host_.get(), target_.data(), n);
-  return host_.get();
+  if (!target_.empty() && n > 0) target_.device()->copy_to_host(host_->get(), target_.data(), n);
+  return host_->get();
 }
 
 void PieceBuffer::upload(std::size_t n) {
-  if (!target_.empty() && n > 0) target_.device()->copy_to_device(target_.data(), host_.get(), n);
+  if (!target_.empty() && n > 0) target_.device()->copy_to_device(target_.data(), host_->get(), n);
 }
 
 void add_target_options(CLI::App* cmd, std::string& device, std::string& path) {

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "sluice/device.hpp"
@@ -70,22 +71,24 @@ struct TransferTarget {
 };
 
 /// One piece of memory on the target, with a host mirror when the target is a GPU, so the
-/// command can exchange bytes with files and pipes.
+/// command can exchange bytes with files and pipes. Pieces on a GPU that are downloaded or
+/// uploaded one at a time may share one mirror (`share_mirror_of`): each mirror is fresh memory
+/// the process faults in, 64 MiB a piece for reads from the device.
 class PieceBuffer {
  public:
-  PieceBuffer(const TransferTarget& target, std::size_t size);
+  PieceBuffer(const TransferTarget& target, std::size_t size, const PieceBuffer* share_mirror_of = nullptr);
   /// The memory sluice reads into / writes from.
-  [[nodiscard]] void* data() const noexcept { return target_.empty() ? host_.get() : target_.data(); }
+  [[nodiscard]] void* data() const noexcept { return target_.empty() ? host_->get() : target_.data(); }
   /// Host bytes of the first n bytes of data() (copies them back from the GPU if needed).
   const std::byte* download(std::size_t n);
   /// Host memory to fill before upload().
-  [[nodiscard]] std::byte* host() const noexcept { return host_.get(); }
+  [[nodiscard]] std::byte* host() const noexcept { return host_->get(); }
   /// Makes data() hold the first n bytes of host() (copies them to the GPU if needed).
   void upload(std::size_t n);
 
  private:
-  HostMapping host_;     // 2 MiB aligned, huge pages where the kernel allows
-  DeviceBuffer target_;  // device memory, or empty for host targets
+  std::shared_ptr<HostMapping> host_;  // 2 MiB aligned, huge pages where the kernel allows
+  DeviceBuffer target_;                // device memory, or empty for host targets
 };
 
 /// Adds --device and --path to a transfer subcommand.

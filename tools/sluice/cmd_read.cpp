@@ -2,20 +2,22 @@
 // library, several in flight, so the next reads run while a piece is written out.
 //
 // Piece size (unless --piece says), when reads go through the page cache (cache_policy use, or
-// auto and the cache holds 90% of the range or more): two chunks into host memory (2 x io_size),
-// four into GPU memory (4 x bounce_buffer_size). Reading from the cache is a memory copy: small
+// auto and the cache holds 90% of the range or more): two chunks (2 x io_size, or 2 x
+// bounce_buffer_size into GPU memory). Reading from the cache is a memory copy: small
 // buffers stay in the CPU's cache and cost little to map (two 256 MiB buffers made a warm 1 GiB
 // read 2-3x slower than dd). Otherwise 16 chunks and at least 64 MiB: reading from the device
 // wants many I/Os in flight, and a range only partly cached wants pieces that mix copies from
 // the cache with O_DIRECT reads in flight (half of a 1 GiB file cached in 16 MiB stripes: 4 MiB
 // pieces alternated between all-cached and all-device ones, and the device ones ran 4 I/Os deep).
 //
-// Pieces of 4 MiB or less go four in flight, larger ones two. A small piece is copied in well
-// under a millisecond, so a pool thread that finishes one must find the next already queued:
-// with two in flight each piece waited for the main thread to wake, take the finished one and
-// hand out the next. Warm 1 GiB into host memory, 15 interleaved rounds, 2 cores, medians of
-// wall time against dd bs=1M: 4 MiB pieces two in flight 0.97x dd (in-tool 0.122 s), three
-// 1.34x (0.084 s); 2 MiB pieces four in flight 1.46x (0.078 s), three 1.26x.
+// Pieces of 8 MiB or less go four in flight, larger ones two. A small piece is copied in about
+// a millisecond, so a pool thread that finishes one must find the next already queued: with two
+// in flight each piece waited for the main thread to wake, take the finished one and hand out
+// the next. Warm 1 GiB into host memory, 15 interleaved rounds, 2 cores, medians of wall time
+// against dd bs=1M: 4 MiB pieces two in flight 0.97x dd (in-tool 0.122 s), three 1.34x
+// (0.084 s); 2 MiB pieces four in flight 1.46x (0.078 s), three 1.26x. Into the sim device
+// (11 rounds, wall): 16 MiB pieces two in flight 0.288 s, 8 MiB four in flight 0.256 s, three
+// 0.277 s, 4 MiB four in flight 0.262 s.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -67,12 +69,12 @@ struct PieceReasons {
   }
 };
 
-constexpr std::uint64_t small_piece = 4 * MiB;  // and smaller: four in flight (top of file)
+constexpr std::uint64_t small_piece = 8 * MiB;  // and smaller: four in flight (top of file)
 
 std::uint64_t auto_piece(const File& file, std::uint64_t offset, std::uint64_t length, bool device) {
   const Config& cfg = *config();
   const std::uint64_t chunk = device ? cfg.bounce_buffer_size : cfg.io_size;
-  const std::uint64_t from_cache = (device ? 4 : 2) * chunk;
+  const std::uint64_t from_cache = 2 * chunk;
   const std::uint64_t from_device = std::max<std::uint64_t>(16 * chunk, 64 * MiB);
   if (cfg.cache_policy == CachePolicy::use || !cfg.direct_io || !file.has_direct()) return from_cache;
   const std::uint64_t size = file.size();
@@ -100,8 +102,12 @@ TransferResult stream_pieces(const File& file, const TransferTarget& target, std
   const std::uint64_t pieces = (length + piece - 1) / piece;
   const std::size_t nbufs = static_cast<std::size_t>(std::clamp<std::uint64_t>(pieces, 1, in_flight + 1));
   const auto buf_size = static_cast<std::size_t>(std::min(piece, std::max<std::uint64_t>(length, 1)));
+  // Pieces are downloaded and written out one at a time, on this thread: one host mirror serves
+  // all of them when they are on a GPU.
   std::vector<std::unique_ptr<PieceBuffer>> bufs;
-  for (std::size_t i = 0; i < nbufs; ++i) bufs.push_back(std::make_unique<PieceBuffer>(target, buf_size));
+  for (std::size_t i = 0; i < nbufs; ++i) {
+    bufs.push_back(std::make_unique<PieceBuffer>(target, buf_size, bufs.empty() ? nullptr : bufs.front().get()));
+  }
   struct Pending {
     std::size_t buf;
     std::uint64_t asked;
@@ -192,9 +198,9 @@ Runner add_read_command(CLI::App& app) {
   add_target_options(cmd, args->device, args->path);
   add_cache_policy_option(cmd, args->cache_policy);
   cmd->add_option("--piece", args->piece,
-                  "bytes per library call while streaming (auto: 2 x io_size, 4 x bounce_buffer_size into "
+                  "bytes per library call while streaming (auto: 2 x io_size, or 2 x bounce_buffer_size into "
                   "GPU memory, when the page cache holds 90% of the range or more, else 16 x io_size "
-                  "and at least 64M); pieces of 4M or less go four in flight, larger ones two")
+                  "and at least 64M); pieces of 8M or less go four in flight, larger ones two")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto"}) | size_validator());
   cmd->add_flag("--json", args->json, "print one JSON line: path, reason, bytes, seconds");
