@@ -216,7 +216,7 @@ class CliOnFolder : public Cli, public ::testing::WithParamInterface<Folder> {
 
 TEST_P(CliOnFolder, ReadGivesExactlyTheRange) {
   const std::string file = dir_->file("data.bin");
-  const std::uint64_t size = 9 * MiB + 5;
+  const std::uint64_t size = 20 * MiB + 5;
   test::write_file(file, test::random_bytes(size, 3));
   const std::string out = scratch_->file("out.bin");
   struct Case {
@@ -229,7 +229,7 @@ TEST_P(CliOnFolder, ReadGivesExactlyTheRange) {
       {"1M", "5K", "", MiB, 5 * KiB},                     // size units
       {"1", std::to_string(MiB + 3), "--piece 64K", 1, MiB + 3},  // many pieces, four in flight
       {"7", "300000", "--piece 4097", 7, 300000},          // odd piece size
-      {"3", "", "--piece 8200K", 3, size - 3},             // pieces over 8 MiB: two in flight
+      {"3", "", "--piece 16400K", 3, size - 3},            // pieces over 16 MiB: two in flight
       {"0", std::to_string(size + 300000), "--piece 64K", 0, size},  // reads in flight past the end
       {"0", "", "--path host", 0, size},                    // the host path by name
       {std::to_string(size - 10), "100", "", size - 10, 10},  // past the end: the bytes there were

@@ -3,14 +3,14 @@
 //
 // Piece size (unless --piece says), when reads go through the page cache (cache_policy use, or
 // auto and the cache holds 90% of the range or more): two chunks (2 x io_size, or 2 x
-// bounce_buffer_size into GPU memory). Reading from the cache is a memory copy: small
-// buffers stay in the CPU's cache and cost little to map (two 256 MiB buffers made a warm 1 GiB
-// read 2-3x slower than dd). Otherwise 16 chunks and at least 64 MiB: reading from the device
-// wants many I/Os in flight, and a range only partly cached wants pieces that mix copies from
-// the cache with O_DIRECT reads in flight (half of a 1 GiB file cached in 16 MiB stripes: 4 MiB
-// pieces alternated between all-cached and all-device ones, and the device ones ran 4 I/Os deep).
+// bounce_buffer_size into GPU memory). Reading from the cache is a memory copy: small buffers
+// stay in the CPU's cache and cost little to map (two 256 MiB buffers made a warm 1 GiB read 2-3x
+// slower than dd). Otherwise 16 MiB (16 x io_size, or 4 x bounce_buffer_size: the staging pool's
+// 16 buffers across four pieces in flight): reading from the device wants many I/Os in flight,
+// which four pieces give (each is split into io_size reads), and a range only partly cached
+// wants pieces that mix copies from the cache with O_DIRECT reads in flight.
 //
-// Pieces of 8 MiB or less go four in flight, larger ones two. A small piece is copied in about
+// Pieces of 16 MiB or less go four in flight, larger ones two. A small piece is copied in about
 // a millisecond, so a pool thread that finishes one must find the next already queued: with two
 // in flight each piece waited for the main thread to wake, take the finished one and hand out
 // the next. Warm 1 GiB into host memory, 15 interleaved rounds, 2 cores, medians of wall time
@@ -18,6 +18,14 @@
 // (0.084 s); 2 MiB pieces four in flight 1.46x (0.078 s), three 1.26x. Into the sim device
 // (11 rounds, wall): 16 MiB pieces two in flight 0.288 s, 8 MiB four in flight 0.256 s, three
 // 0.277 s, 4 MiB four in flight 0.262 s.
+//
+// Piece buffers are fresh memory the process faults in before the first read, and on a VM that
+// can cost far more than the reads: the 64 MiB pieces used before (three buffers, 192 MiB) took
+// 17-765 ms to fault in when the page cache had just been dropped (the host had taken the freed
+// memory back). 1 GiB, 7 interleaved rounds, wall medians: cold, host memory 64 MiB pieces two
+// in flight 0.643 s, 16 MiB four 0.454 s, 8 MiB four 0.454 s, 8 MiB eight 0.434 s; half cached
+// (every other 16 MiB) 0.634, 0.260, 0.332, 0.319 s (all buffered: 0.421 s); into the sim device
+// cold 0.851 -> 0.568 s and half cached 0.777 -> 0.339 s for 64 MiB two -> 16 MiB four.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -69,13 +77,13 @@ struct PieceReasons {
   }
 };
 
-constexpr std::uint64_t small_piece = 8 * MiB;  // and smaller: four in flight (top of file)
+constexpr std::uint64_t small_piece = 16 * MiB;  // and smaller: four in flight (top of file)
 
 std::uint64_t auto_piece(const File& file, std::uint64_t offset, std::uint64_t length, bool device) {
   const Config& cfg = *config();
   const std::uint64_t chunk = device ? cfg.bounce_buffer_size : cfg.io_size;
   const std::uint64_t from_cache = 2 * chunk;
-  const std::uint64_t from_device = std::max<std::uint64_t>(16 * chunk, 64 * MiB);
+  const std::uint64_t from_device = device ? 4 * chunk : 16 * chunk;
   if (cfg.cache_policy == CachePolicy::use || !cfg.direct_io || !file.has_direct()) return from_cache;
   const std::uint64_t size = file.size();
   if (cfg.cache_policy == CachePolicy::bypass || offset >= size || length == 0) return from_device;
@@ -199,8 +207,8 @@ Runner add_read_command(CLI::App& app) {
   add_cache_policy_option(cmd, args->cache_policy);
   cmd->add_option("--piece", args->piece,
                   "bytes per library call while streaming (auto: 2 x io_size, or 2 x bounce_buffer_size into "
-                  "GPU memory, when the page cache holds 90% of the range or more, else 16 x io_size "
-                  "and at least 64M); pieces of 8M or less go four in flight, larger ones two")
+                  "GPU memory, when the page cache holds 90% of the range or more, else 16 x io_size, or "
+                  "4 x bounce_buffer_size); pieces of 16M or less go four in flight, larger ones two")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto"}) | size_validator());
   cmd->add_flag("--json", args->json, "print one JSON line: path, reason, bytes, seconds");
