@@ -115,12 +115,14 @@ TransferTarget TransferTarget::from_args(const std::string& device, const std::s
   return t;
 }
 
-PieceBuffer::PieceBuffer(const TransferTarget& target, std::size_t size, const PieceBuffer* share_mirror_of) {
+PieceBuffer::PieceBuffer(const TransferTarget& target, std::size_t size,
+                         const PieceBuffer* share_mirror_of) {
   const std::size_t bytes = std::max<std::size_t>(size, 4096);
   if (target.device && !(target.options.path && *target.options.path == Path::host)) {
     target_ = DeviceBuffer(target.device, bytes);
-    if (share_mirror_of != nullptr && !share_mirror_of->target_.empty() && share_mirror_of->host_->size() >= bytes) {
-      host_ = share_mirror_of->host_;
+    const PieceBuffer* other = share_mirror_of;
+    if (other != nullptr && !other->target_.empty() && other->host_->size() >= bytes) {
+      host_ = other->host_;
     }
   }
   if (!host_) host_ = std::make_shared<HostMapping>(bytes);

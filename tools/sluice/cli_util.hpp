@@ -72,13 +72,16 @@ struct TransferTarget {
 
 /// One piece of memory on the target, with a host mirror when the target is a GPU, so the
 /// command can exchange bytes with files and pipes. Pieces on a GPU that are downloaded or
-/// uploaded one at a time may share one mirror (`share_mirror_of`): each mirror is fresh memory
-/// the process faults in, 64 MiB a piece for reads from the device.
+/// uploaded one at a time may share one mirror (`share_mirror_of`): each mirror is fresh memory,
+/// as large as the piece, that the process faults in.
 class PieceBuffer {
  public:
-  PieceBuffer(const TransferTarget& target, std::size_t size, const PieceBuffer* share_mirror_of = nullptr);
+  PieceBuffer(const TransferTarget& target, std::size_t size,
+              const PieceBuffer* share_mirror_of = nullptr);
   /// The memory sluice reads into / writes from.
-  [[nodiscard]] void* data() const noexcept { return target_.empty() ? host_->get() : target_.data(); }
+  [[nodiscard]] void* data() const noexcept {
+    return target_.empty() ? host_->get() : target_.data();
+  }
   /// Host bytes of the first n bytes of data() (copies them back from the GPU if needed).
   const std::byte* download(std::size_t n);
   /// Host memory to fill before upload().

@@ -101,9 +101,9 @@ std::uint64_t auto_piece(const File& file, std::uint64_t offset, std::uint64_t l
   return 10 * cached >= 9 * pages ? from_cache : from_device;
 }
 
-// Reads [offset, offset + length) in pieces, four or two in flight, and writes each out in order while
-// the next ones are read: a read never waits for the hand-off that starts the one after it. The
-// result's seconds are the wall time of the whole stream.
+// Reads [offset, offset + length) in pieces, four or two in flight, and writes each out in order
+// while the next ones are read: a read never waits for the hand-off that starts the one after it.
+// The result's seconds are the wall time of the whole stream.
 TransferResult stream_pieces(const File& file, const TransferTarget& target, std::uint64_t offset,
                              std::uint64_t length, std::uint64_t piece, int out_fd, const std::string& out_name) {
   const std::size_t in_flight = piece <= small_piece ? 4 : 2;
@@ -114,7 +114,8 @@ TransferResult stream_pieces(const File& file, const TransferTarget& target, std
   // all of them when they are on a GPU.
   std::vector<std::unique_ptr<PieceBuffer>> bufs;
   for (std::size_t i = 0; i < nbufs; ++i) {
-    bufs.push_back(std::make_unique<PieceBuffer>(target, buf_size, bufs.empty() ? nullptr : bufs.front().get()));
+    const PieceBuffer* first = bufs.empty() ? nullptr : bufs.front().get();
+    bufs.push_back(std::make_unique<PieceBuffer>(target, buf_size, first));
   }
   struct Pending {
     std::size_t buf;
@@ -206,9 +207,10 @@ Runner add_read_command(CLI::App& app) {
   add_target_options(cmd, args->device, args->path);
   add_cache_policy_option(cmd, args->cache_policy);
   cmd->add_option("--piece", args->piece,
-                  "bytes per library call while streaming (auto: 2 x io_size, or 2 x bounce_buffer_size into "
-                  "GPU memory, when the page cache holds 90% of the range or more, else 16 x io_size, or "
-                  "4 x bounce_buffer_size); pieces of 16M or less go four in flight, larger ones two")
+                  "bytes per library call while streaming (auto: 2 x io_size, or 2 x "
+                  "bounce_buffer_size into GPU memory, when the page cache holds 90% of the range "
+                  "or more, else 16 x io_size, or 4 x bounce_buffer_size); pieces of 16M or less "
+                  "go four in flight, larger ones two")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto"}) | size_validator());
   cmd->add_flag("--json", args->json, "print one JSON line: path, reason, bytes, seconds");
