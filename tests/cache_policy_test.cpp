@@ -137,15 +137,22 @@ class CachePolicyTest : public ::testing::TestWithParam<std::string> {
   }
 
   std::unique_ptr<test::TempDir> dir_;
+  // Reads [offset, offset + n) into the page cache and keeps it there for the rest of the test
+  // (test::pin_resident): the reasons below assert exact percentages.
+  void resident(std::uint64_t offset, std::uint64_t n) {
+    pins_.push_back(test::pin_resident(path_, offset, n));
+  }
+
   std::string path_;
   std::vector<std::byte> data_;
   File file_;
   Recorder recorder_;
   std::unique_ptr<test::ScopedEngineFactory> factory_;
+  std::vector<test::PinnedRange> pins_;
 };
 
 TEST_P(CachePolicyTest, FullyResidentRangeIsReadBuffered) {
-  test::make_resident(path_, 0, size);
+  resident(0, size);
   const TransferResult r = read_checked(0, size, options("auto"));
   EXPECT_EQ(r.path, Path::host);
   EXPECT_EQ(r.reason, "page cache held 100% of the range: buffered");
@@ -165,7 +172,7 @@ TEST_P(CachePolicyTest, ColdRangeIsReadDirect) {
 }
 
 TEST_P(CachePolicyTest, PartlyResidentRangeMixesChunkByChunk) {
-  test::make_resident(path_, 0, size / 2);
+  resident(0, size / 2);
   const TransferResult r = read_checked(0, size, options("auto"));
   EXPECT_EQ(r.reason,
             "page cache held 50% of the range: mixed: 4.00 MiB buffered, 4.00 MiB O_DIRECT");
@@ -176,8 +183,8 @@ TEST_P(CachePolicyTest, PartlyResidentRangeMixesChunkByChunk) {
 
 TEST_P(CachePolicyTest, ChunkAtLeastHalfCachedGoesBuffered) {
   // 256 KiB chunks: chunk 0 holds 128 KiB cached (half: buffered), chunk 1 holds 124 KiB (direct).
-  test::make_resident(path_, 128 * KiB, 128 * KiB);
-  test::make_resident(path_, 256 * KiB, 124 * KiB);
+  resident(128 * KiB, 128 * KiB);
+  resident(256 * KiB, 124 * KiB);
   (void)read_checked(0, 512 * KiB, options("auto"));
   const auto reads = recorder_.reads();
   ASSERT_EQ(reads.size(), 2U);
@@ -190,7 +197,7 @@ TEST_P(CachePolicyTest, ChunkAtLeastHalfCachedGoesBuffered) {
 }
 
 TEST_P(CachePolicyTest, BypassIsTheBehaviourBeforeResidency) {
-  test::make_resident(path_, 0, size);
+  resident(0, size);
   const TransferResult r = read_checked(0, size, options("bypass"));
   EXPECT_EQ(r.reason, "O_DIRECT");
   const auto reads = recorder_.reads();
@@ -210,7 +217,7 @@ TEST_P(CachePolicyTest, UseReadsEverythingBuffered) {
 
 TEST_P(CachePolicyTest, ChoosePathSaysWhatTheCacheHolds) {
   GuardedBuffer buf(MiB);
-  test::make_resident(path_, 0, MiB);
+  resident(0, MiB);
   EXPECT_EQ(choose_path(file_, buf.data(), MiB, 0, options("auto")).reason,
             "host memory: page cache holds 100% of the range: buffered");
   EXPECT_EQ(choose_path(file_, buf.data(), MiB, MiB, options("auto")).reason,
@@ -282,7 +289,7 @@ TEST_P(CachePolicyTest, DirtyPagesReadAsWritten) {
 
 TEST_P(CachePolicyTest, BouncePathReadsCachedChunksIntoStaging) {
   const auto dev = open_device("sim");
-  test::make_resident(path_, 0, size / 2);
+  resident(0, size / 2);
   TransferOptions o = options("auto");
   o.device = dev;
   o.path = Path::bounce;
@@ -300,7 +307,7 @@ TEST_P(CachePolicyTest, BouncePathReadsCachedChunksIntoStaging) {
     EXPECT_EQ(rec.direct, rec.offset >= size / 2) << rec.offset;
 
   // Fully cached: every chunk buffered, through the same pinned buffers.
-  test::make_resident(path_, 0, size);
+  resident(0, size);
   const TransferResult all = sluice::read(file_, buf.data(), size, 0, o);
   EXPECT_TRUE(all.reason.starts_with("page cache held 100% of the range: buffered via"))
       << all.reason;
