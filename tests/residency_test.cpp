@@ -47,10 +47,17 @@ class ResidencyTest : public ::testing::TestWithParam<ResidencyMethod> {
     return p.probe(offset, n);
   }
 
+  // Reads [offset, offset + n) into the page cache and keeps it there for the rest of the test
+  // (test::pin_resident): the counts below are exact.
+  void resident(std::uint64_t offset, std::uint64_t n) {
+    pins_.push_back(test::pin_resident(path_, offset, n));
+  }
+
   static constexpr std::uint64_t size = 8 * MiB;
   std::unique_ptr<test::TempDir> dir_;
   std::string path_;
   int fd_ = -1;
+  std::vector<test::PinnedRange> pins_;
 };
 
 TEST_P(ResidencyTest, ColdFileHoldsNothing) {
@@ -62,8 +69,8 @@ TEST_P(ResidencyTest, ColdFileHoldsNothing) {
 }
 
 TEST_P(ResidencyTest, CountsExactlyThePagesReadIn) {
-  test::make_resident(path_, MiB, 2 * MiB);          // pages 256..767
-  test::make_resident(path_, 6 * MiB + 8192, 4096);  // page 1538
+  resident(MiB, 2 * MiB);          // pages 256..767
+  resident(6 * MiB + 8192, 4096);  // page 1538
   EXPECT_EQ(probe(0, size).cached, 512U + 1U);
   EXPECT_EQ(probe(MiB, 2 * MiB).cached, 512U);
   EXPECT_EQ(probe(MiB, 2 * MiB).fraction(), 1.0);
@@ -95,10 +102,10 @@ TEST_P(ResidencyTest, DirtyPagesAreCachedAndCountedWhereTheKernelSays) {
 
 TEST_P(ResidencyTest, EdgesFirstThenTheWholeRangeWhenTheyDisagree) {
   const ResidencyProbe p(fd_, 0, size, GetParam());
-  test::make_resident(path_, 0, MiB);             // [0, 1 MiB) wholly
-  test::make_resident(path_, 2 * MiB, MiB / 4);   // [2, 3) MiB: its first quarter
-  test::make_resident(path_, 4 * MiB, 64 * KiB);  // [4, 5) MiB: both edges, not the middle
-  test::make_resident(path_, 5 * MiB - 64 * KiB, 64 * KiB);
+  resident(0, MiB);             // [0, 1 MiB) wholly
+  resident(2 * MiB, MiB / 4);   // [2, 3) MiB: its first quarter
+  resident(4 * MiB, 64 * KiB);  // [4, 5) MiB: both edges, not the middle
+  resident(5 * MiB - 64 * KiB, 64 * KiB);
   EXPECT_EQ(p.probe_edges(0, MiB).cached, 256U);
   EXPECT_EQ(p.probe_edges(MiB, MiB).cached, 0U);
   EXPECT_EQ(p.probe_edges(2 * MiB, MiB).cached, 64U);   // edges disagree: every page counted
@@ -110,7 +117,7 @@ TEST_P(ResidencyTest, EdgesFirstThenTheWholeRangeWhenTheyDisagree) {
 
 // page_cache_residency asks cachestat first whatever the parameter: it runs twice, harmlessly.
 TEST_P(ResidencyTest, OneShotProbeAgrees) {
-  test::make_resident(path_, 0, MiB);
+  resident(0, MiB);
   const Residency r = page_cache_residency(fd_, 0, 0);  // 0: to the end of the file
   EXPECT_EQ(r.pages, size / 4096);
   EXPECT_EQ(r.cached, 256U);
