@@ -11,6 +11,7 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <regex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -90,6 +91,24 @@ std::uint64_t buffered_bytes(const std::vector<Recorded>& v) {
   return n;
 }
 
+// A reason that starts "page cache held N% of the range" (or "... holds N% ..."), split into N
+// and the rest. The decisions a reason states (buffered, mixed, the byte split) are asserted
+// exactly; N, the probes' count, within a point or two: cachestat's count is not exact under
+// load. Two TSan runs of .ci/run saw 49% for the half a test had read in and 99% for a whole
+// range, with every page of it mapped and locked (test::pin_resident) and every chunk read the
+// way the full count says.
+struct Held {
+  int pct = -1;
+  std::string rest;
+};
+
+Held held(const std::string& reason) {
+  static const std::regex re(R"(^(.*page cache (?:held|holds) )(\d+)% of the range(.*)$)");
+  std::smatch m;
+  if (!std::regex_match(reason, m, re)) return {-1, reason};
+  return {std::stoi(m[2].str()), m[1].str() + "N%" + m[3].str()};
+}
+
 class CachePolicyTest : public ::testing::TestWithParam<std::string> {
  protected:
   static constexpr std::uint64_t size = 8 * MiB;
@@ -155,7 +174,8 @@ TEST_P(CachePolicyTest, FullyResidentRangeIsReadBuffered) {
   resident(0, size);
   const TransferResult r = read_checked(0, size, options("auto"));
   EXPECT_EQ(r.path, Path::host);
-  EXPECT_EQ(r.reason, "page cache held 100% of the range: buffered");
+  EXPECT_EQ(held(r.reason).rest, "page cache held N%: buffered") << r.reason;
+  EXPECT_GE(held(r.reason).pct, 98) << r.reason;
   const auto reads = recorder_.reads();
   EXPECT_EQ(direct_bytes(reads), 0U);
   EXPECT_EQ(buffered_bytes(reads), size);
@@ -174,8 +194,9 @@ TEST_P(CachePolicyTest, ColdRangeIsReadDirect) {
 TEST_P(CachePolicyTest, PartlyResidentRangeMixesChunkByChunk) {
   resident(0, size / 2);
   const TransferResult r = read_checked(0, size, options("auto"));
-  EXPECT_EQ(r.reason,
-            "page cache held 50% of the range: mixed: 4.00 MiB buffered, 4.00 MiB O_DIRECT");
+  EXPECT_EQ(held(r.reason).rest, "page cache held N%: mixed: 4.00 MiB buffered, 4.00 MiB O_DIRECT")
+      << r.reason;
+  EXPECT_NEAR(held(r.reason).pct, 50, 2) << r.reason;
   for (const Recorded& rec : recorder_.reads()) {
     EXPECT_EQ(rec.direct, rec.offset >= size / 2) << "read at " << rec.offset;
   }
@@ -218,13 +239,16 @@ TEST_P(CachePolicyTest, UseReadsEverythingBuffered) {
 TEST_P(CachePolicyTest, ChoosePathSaysWhatTheCacheHolds) {
   GuardedBuffer buf(MiB);
   resident(0, MiB);
-  EXPECT_EQ(choose_path(file_, buf.data(), MiB, 0, options("auto")).reason,
-            "host memory: page cache holds 100% of the range: buffered");
+  const std::string all = choose_path(file_, buf.data(), MiB, 0, options("auto")).reason;
+  EXPECT_EQ(held(all).rest, "host memory: page cache holds N%: buffered") << all;
+  EXPECT_GE(held(all).pct, 98) << all;
   EXPECT_EQ(choose_path(file_, buf.data(), MiB, MiB, options("auto")).reason,
             "host memory: page cache holds 0% of the range: O_DIRECT");
-  EXPECT_EQ(choose_path(file_, buf.data(), 2 * MiB, 0, options("auto")).reason,
-            "host memory: page cache holds 50% of the range: chunks it holds buffered, the rest "
-            "O_DIRECT");
+  const std::string half = choose_path(file_, buf.data(), 2 * MiB, 0, options("auto")).reason;
+  EXPECT_EQ(held(half).rest,
+            "host memory: page cache holds N%: chunks it holds buffered, the rest O_DIRECT")
+      << half;
+  EXPECT_NEAR(held(half).pct, 50, 2) << half;
   EXPECT_EQ(choose_path(file_, buf.data(), MiB, 0, options("bypass")).reason,
             "host memory: O_DIRECT");
   EXPECT_EQ(choose_path(file_, buf.data(), MiB, 0, options("use")).reason,
@@ -297,9 +321,10 @@ TEST_P(CachePolicyTest, BouncePathReadsCachedChunksIntoStaging) {
   recorder_.watch(file_);
   const TransferResult r = sluice::read(file_, buf.data(), size, 0, o);
   EXPECT_EQ(r.path, Path::bounce);
-  EXPECT_TRUE(r.reason.starts_with(
-      "page cache held 50% of the range: mixed: 4.00 MiB buffered, 4.00 MiB O_DIRECT via"))
+  EXPECT_TRUE(held(r.reason).rest.starts_with(
+      "page cache held N%: mixed: 4.00 MiB buffered, 4.00 MiB O_DIRECT via"))
       << r.reason;
+  EXPECT_NEAR(held(r.reason).pct, 50, 2) << r.reason;
   std::vector<std::byte> back(size);
   dev->copy_to_host(back.data(), buf.data(), size);
   EXPECT_TRUE(test::same_bytes(back, data_));
@@ -309,8 +334,8 @@ TEST_P(CachePolicyTest, BouncePathReadsCachedChunksIntoStaging) {
   // Fully cached: every chunk buffered, through the same pinned buffers.
   resident(0, size);
   const TransferResult all = sluice::read(file_, buf.data(), size, 0, o);
-  EXPECT_TRUE(all.reason.starts_with("page cache held 100% of the range: buffered via"))
-      << all.reason;
+  EXPECT_TRUE(held(all.reason).rest.starts_with("page cache held N%: buffered via")) << all.reason;
+  EXPECT_GE(held(all.reason).pct, 98) << all.reason;
 }
 
 INSTANTIATE_TEST_SUITE_P(Engines, CachePolicyTest, ::testing::Values("psync", "uring"),
