@@ -155,13 +155,13 @@ class CachePolicyTest : public ::testing::TestWithParam<std::string> {
     return r;
   }
 
-  std::unique_ptr<test::TempDir> dir_;
   // Reads [offset, offset + n) into the page cache and keeps it there for the rest of the test
-  // (test::pin_resident): the reasons below assert exact percentages.
+  // (test::pin_resident): the reasons below state what the probes found of it.
   void resident(std::uint64_t offset, std::uint64_t n) {
     pins_.push_back(test::pin_resident(path_, offset, n));
   }
 
+  std::unique_ptr<test::TempDir> dir_;
   std::string path_;
   std::vector<std::byte> data_;
   File file_;
