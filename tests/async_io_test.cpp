@@ -89,7 +89,7 @@ class AsyncIo : public ::testing::Test {
     std::mt19937_64 rng(seed);
     std::vector<std::unique_ptr<GuardedBuffer>> bufs;
     std::vector<std::uint64_t> offsets;
-    std::vector<std::future<TransferResult>> futs;
+    std::vector<TransferFuture> futs;
     for (unsigned i = 0; i < count; ++i) {
       bufs.push_back(std::make_unique<GuardedBuffer>(block));
       offsets.push_back(rng() % blocks * block);
@@ -133,7 +133,7 @@ TEST_F(AsyncIo, AlignedReadsTakeTheAsyncThread) {
 TEST_F(AsyncIo, WritesLandAndReadBack) {
   const auto fresh = test::random_bytes(16 * block, 77);
   std::vector<std::unique_ptr<GuardedBuffer>> srcs;
-  std::vector<std::future<TransferResult>> futs;
+  std::vector<TransferFuture> futs;
   for (unsigned i = 0; i < 16; ++i) {
     srcs.push_back(std::make_unique<GuardedBuffer>(block));
     std::copy_n(fresh.begin() + static_cast<std::ptrdiff_t>(i * block), block, srcs.back()->data());
@@ -164,7 +164,7 @@ TEST_F(AsyncIo, BatchesMixBothWaysInOrder) {
   const auto futs = submit_batch(entries, options());
   ASSERT_EQ(futs.size(), entries.size());
   for (std::size_t i = 0; i < futs.size(); ++i) {
-    const TransferResult r = const_cast<std::future<TransferResult>&>(futs[i]).get();
+    const TransferResult r = const_cast<TransferFuture&>(futs[i]).get();
     EXPECT_EQ(r.bytes, ranges[i].second) << i;
     EXPECT_EQ(r.reason == async_reason, i % 3 != 0) << i << ": " << r.reason;
     EXPECT_TRUE(test::same_bytes(bufs[i]->first(ranges[i].second),
@@ -267,7 +267,7 @@ TEST_F(AsyncIo, ErrorsArriveThroughTheFuture) {
               FaultPlan{.every = 1, .error = EIO, .only = IoOp::read});
         });
     std::vector<std::unique_ptr<GuardedBuffer>> bufs;
-    std::vector<std::future<TransferResult>> futs;
+    std::vector<TransferFuture> futs;
     for (unsigned i = 0; i < 8; ++i) {
       bufs.push_back(std::make_unique<GuardedBuffer>(block));
       futs.push_back(read_async(file_, bufs.back()->data(), block, i * block, options()));

@@ -188,7 +188,7 @@ TEST_P(Concurrency, AsyncFlood) {
   const auto opts = test::options_for(cfg(0));
   {
     std::vector<std::unique_ptr<GuardedBuffer>> bufs;
-    std::vector<std::future<TransferResult>> futs;
+    std::vector<TransferFuture> futs;
     for (unsigned i = 0; i < requests; ++i) {
       bufs.push_back(std::make_unique<GuardedBuffer>(piece, i % 5));
       std::copy_n(data.begin() + static_cast<std::ptrdiff_t>(i * piece), piece, bufs.back()->data());
@@ -198,7 +198,7 @@ TEST_P(Concurrency, AsyncFlood) {
   }
   EXPECT_TRUE(test::same_bytes(test::read_whole(path), data));
   std::vector<std::unique_ptr<GuardedBuffer>> bufs;
-  std::vector<std::future<TransferResult>> futs;
+  std::vector<TransferFuture> futs;
   for (unsigned i = 0; i < requests; ++i) {
     bufs.push_back(std::make_unique<GuardedBuffer>(piece, (i * 7) % 4097));
     futs.push_back(read_async(f, bufs.back()->data(), piece, i * piece, opts));

@@ -122,8 +122,8 @@ TEST_F(Lifetime, PoolTransfersOutliveTheirFile) {
   GuardedBuffer src(fresh.size(), 3);
   std::copy(fresh.begin(), fresh.end(), src.data());
   std::vector<std::unique_ptr<GuardedBuffer>> bufs;
-  std::vector<std::future<TransferResult>> reads;
-  std::future<TransferResult> write;
+  std::vector<TransferFuture> reads;
+  TransferFuture write;
   {
     PoolHold hold;
     ASSERT_TRUE(hold.held()) << "the pool threads never all started";
@@ -151,7 +151,7 @@ TEST_F(Lifetime, PoolTransfersOutliveTheirFile) {
 // descriptors close after the last of them.
 TEST_F(Lifetime, CloseWaitsForTransfersInFlight) {
   std::vector<std::unique_ptr<GuardedBuffer>> bufs;
-  std::vector<std::future<TransferResult>> futs;
+  std::vector<TransferFuture> futs;
   File file = File::open(path_, OpenMode::read);
   {
     PoolHold hold;
@@ -186,7 +186,7 @@ TEST_F(Lifetime, AsyncThreadTransfersOutliveTheirFile) {
                                           FaultPlan{.every = 1, .short_transfer = true});
   });
   std::vector<std::unique_ptr<GuardedBuffer>> bufs;
-  std::vector<std::future<TransferResult>> futs;
+  std::vector<TransferFuture> futs;
   {
     PoolHold hold;
     ASSERT_TRUE(hold.held()) << "the pool threads never all started";
@@ -211,7 +211,7 @@ TEST_F(Lifetime, AsyncThreadTransfersOutliveTheirFile) {
 TEST_F(Lifetime, BatchEntriesOutliveTheirFiles) {
   std::vector<std::unique_ptr<GuardedBuffer>> bufs;
   std::vector<std::pair<std::uint64_t, std::uint64_t>> ranges;  // offset, size
-  std::vector<std::future<TransferResult>> futs;
+  std::vector<TransferFuture> futs;
   {
     PoolHold hold;
     ASSERT_TRUE(hold.held()) << "the pool threads never all started";
@@ -254,7 +254,7 @@ TEST_F(Lifetime, ThreadsDropFilesDuringAsyncWork) {
         const std::uint64_t offset = (t * rounds + round) % 60 * block + (aligned ? 0 : 13);
         const std::uint64_t size = aligned ? 2 * block : block + 5;
         GuardedBuffer buf(size, t);
-        std::future<TransferResult> fut;
+        TransferFuture fut;
         {
           const File f = File::open(path_, OpenMode::read);
           fut = read_async(f, buf.data(), size, offset, options(round % 3 == 0 ? "auto" : "bypass"));

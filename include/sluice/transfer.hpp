@@ -5,7 +5,6 @@
 
 #include <cstdint>
 #include <functional>
-#include <future>
 #include <memory>
 #include <optional>
 #include <span>
@@ -18,18 +17,10 @@
 #include "sluice/file.hpp"
 #include "sluice/io_engine.hpp"
 #include "sluice/path.hpp"
+#include "sluice/transfer_future.hpp"
+#include "sluice/transfer_result.hpp"
 
 namespace sluice {
-
-struct TransferResult {
-  std::uint64_t bytes = 0;   ///< bytes moved (a read stops at the end of the file)
-  Path path = Path::host;    ///< the path the bytes took
-  std::string reason;        ///< why that path, and how ("O_DIRECT", "buffered: filesystem ...")
-  double seconds = 0;        ///< wall time of the call
-  std::uint64_t ios = 0;     ///< I/O requests issued
-  /// Of `bytes`, those read buffered because the page cache held them (cache_policy auto).
-  std::uint64_t cached_bytes = 0;
-};
 
 enum class SyncMode : std::uint8_t {
   none,  ///< return when the kernel has the data
@@ -64,35 +55,30 @@ SLUICE_API TransferResult write(const File& file, const void* buf, std::uint64_t
 /// The transfer holds its own handle on `file` until the future is ready, so the caller may drop
 /// or close its File at once; the buffer (and options.device) must stay valid until then.
 /// Errors arrive through the future.
-SLUICE_API std::future<TransferResult> read_async(const File& file, void* buf, std::uint64_t size,
-                                                  std::uint64_t offset,
-                                                  TransferOptions options = {});
-SLUICE_API std::future<TransferResult> write_async(const File& file, const void* buf,
-                                                   std::uint64_t size, std::uint64_t offset,
-                                                   TransferOptions options = {});
+SLUICE_API TransferFuture read_async(const File& file, void* buf, std::uint64_t size,
+                                     std::uint64_t offset, TransferOptions options = {});
+SLUICE_API TransferFuture write_async(const File& file, const void* buf, std::uint64_t size,
+                                      std::uint64_t offset, TransferOptions options = {});
 
 /// Stream-ordered forms: the transfer starts when the work already on `stream` (of
 /// options.device, required) has finished, and later work on `stream` waits for it, as with
 /// cuFileReadAsync. The future is ready when the transfer is done. The file is held as by
 /// read_async; the buffer and the stream must stay valid until the future is ready.
-SLUICE_API std::future<TransferResult> read_on_stream(const File& file, void* buf,
-                                                      std::uint64_t size, std::uint64_t offset,
-                                                      StreamHandle stream, TransferOptions options);
-SLUICE_API std::future<TransferResult> write_on_stream(const File& file, const void* buf,
-                                                       std::uint64_t size, std::uint64_t offset,
-                                                       StreamHandle stream,
-                                                       TransferOptions options);
+SLUICE_API TransferFuture read_on_stream(const File& file, void* buf, std::uint64_t size,
+                                         std::uint64_t offset, StreamHandle stream,
+                                         TransferOptions options);
+SLUICE_API TransferFuture write_on_stream(const File& file, const void* buf, std::uint64_t size,
+                                          std::uint64_t offset, StreamHandle stream,
+                                          TransferOptions options);
 
 /// The same on a Stream, which names its device: options.device may stay null (a different
 /// device is a usage error). The Stream must outlive the future, as the stream does above.
-SLUICE_API std::future<TransferResult> read_on_stream(const File& file, void* buf,
-                                                      std::uint64_t size, std::uint64_t offset,
-                                                      const Stream& stream,
-                                                      TransferOptions options = {});
-SLUICE_API std::future<TransferResult> write_on_stream(const File& file, const void* buf,
-                                                       std::uint64_t size, std::uint64_t offset,
-                                                       const Stream& stream,
-                                                       TransferOptions options = {});
+SLUICE_API TransferFuture read_on_stream(const File& file, void* buf, std::uint64_t size,
+                                         std::uint64_t offset, const Stream& stream,
+                                         TransferOptions options = {});
+SLUICE_API TransferFuture write_on_stream(const File& file, const void* buf, std::uint64_t size,
+                                          std::uint64_t offset, const Stream& stream,
+                                          TransferOptions options = {});
 
 /// The building block of the stream-ordered forms, for callers whose arguments are only known
 /// when the stream reaches the call (cuFileReadAsync reads its size and offsets then): `work`
@@ -100,9 +86,8 @@ SLUICE_API std::future<TransferResult> write_on_stream(const File& file, const v
 /// `stream` waits until it has returned or thrown. `work` may use the device; the stream waits
 /// without holding a CUDA host-function thread. The future carries its result or exception.
 /// `work` owns what it captures until it has run: capture a File by value, not by reference.
-SLUICE_API std::future<TransferResult> run_on_stream(const std::shared_ptr<Device>& device,
-                                                     StreamHandle stream,
-                                                     std::function<TransferResult()> work);
+SLUICE_API TransferFuture run_on_stream(const std::shared_ptr<Device>& device, StreamHandle stream,
+                                        std::function<TransferResult()> work);
 
 /// One entry of a batch: many (file, offset, size, buffer) transfers submitted at once.
 struct BatchEntry {
@@ -118,8 +103,8 @@ struct BatchEntry {
 /// Submits every entry at once; each completes on its own (one future per entry, in order).
 /// Entries run concurrently, each through its own path choice, as read_async/write_async run
 /// them; those for the async I/O thread are handed over together.
-SLUICE_API std::vector<std::future<TransferResult>> submit_batch(
-    std::span<const BatchEntry> entries, const TransferOptions& options = {});
+SLUICE_API std::vector<TransferFuture> submit_batch(std::span<const BatchEntry> entries,
+                                                    const TransferOptions& options = {});
 
 /// Which path a transfer with these arguments would take, and why, without moving a byte.
 /// Throws the Error a strict request that cannot be honoured would throw.

@@ -31,7 +31,7 @@ namespace {
 // Dropping a Future waits for its transfer, so the memory cannot go while bytes still move.
 class Future {
  public:
-  Future(std::future<TransferResult> f, Buffer buffer, File file)
+  Future(TransferFuture f, Buffer buffer, File file)
       : future_(std::move(f)), buffer_(std::move(buffer)), file_(std::move(file)) {}
   Future(const Future&) = delete;
   Future& operator=(const Future&) = delete;
@@ -71,12 +71,10 @@ class Future {
     return *result_;
   }
 
-  bool done() const {
-    return !future_.valid() || future_.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
-  }
+  bool done() const { return !future_.valid() || future_.ready(); }
 
  private:
-  std::future<TransferResult> future_;
+  TransferFuture future_;
   Buffer buffer_;
   File file_;
   std::optional<TransferResult> result_;
@@ -169,7 +167,7 @@ std::unique_ptr<Future> run_async(File& f, const py::object& buf, std::int64_t o
                                   const std::optional<std::string>& path, IoOp op) {
   Request r = make_request(buf, op == IoOp::read ? Access::fill : Access::source, offset, size, device, path);
   File file = open_file(f);
-  std::future<TransferResult> fut;
+  TransferFuture fut;
   {
     py::gil_scoped_release unlocked;
     fut = op == IoOp::read ? read_async(file, r.buffer.data(), r.size, r.offset, r.options)

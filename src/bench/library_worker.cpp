@@ -6,7 +6,6 @@
 #include <cerrno>
 #include <cstdlib>
 #include <deque>
-#include <future>
 #include <thread>
 #include <vector>
 
@@ -196,7 +195,7 @@ struct InFlight {
   unsigned slot = 0;
   OffsetGen::Op op;
   std::uint64_t start_ns = 0;
-  std::future<TransferResult> fut;
+  TransferFuture fut;
 };
 
 // gpu-direct-async: one stream per slot, the oldest transfer waited for first.
@@ -265,7 +264,7 @@ void run_batch_thread(const ThreadJob& job, ThreadOutcome& out) {
   const TransferOptions opts = options_for(job);
   std::vector<OffsetGen::Op> ops;
   std::vector<BatchEntry> entries;
-  std::vector<std::future<TransferResult>> futs;
+  std::vector<TransferFuture> futs;
   try {
     while (!shared.stop.load(std::memory_order_relaxed)) {
       ops.clear();

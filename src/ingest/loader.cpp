@@ -16,7 +16,6 @@
 #include <cstring>
 #include <deque>
 #include <exception>
-#include <future>
 #include <mutex>
 #include <thread>
 

@@ -8,7 +8,6 @@
 #include <condition_variable>
 #include <deque>
 #include <exception>
-#include <future>
 #include <mutex>
 #include <thread>
 
@@ -43,7 +42,7 @@ struct Loader::Impl {
     detail::BatchPlan plan;
     std::uint64_t staging = 0;  // offset in the staging region
     std::uint64_t staging_len = 0;
-    std::vector<std::future<TransferResult>> pending;  // per read; invalid for reads done at once
+    std::vector<TransferFuture> pending;  // per read; invalid for reads done at once
     std::vector<TransferResult> done;
     std::exception_ptr error;
     std::uint64_t async_reads = 0;

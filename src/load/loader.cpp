@@ -3,15 +3,15 @@
 #include <atomic>
 #include <deque>
 #include <exception>
-#include <future>
 #include <map>
 
 #include <fmt/format.h>
 
+#include "memory_hash.hpp"
 #include "sluice/error.hpp"
 #include "sluice/host_memory.hpp"
 #include "sluice/load.hpp"
-#include "memory_hash.hpp"
+#include "transfer/transfer_promise.hpp"
 
 namespace sluice {
 namespace {
@@ -113,7 +113,7 @@ class ReadWindow {
  private:
   struct InFlight {
     std::size_t read;
-    std::future<TransferResult> result;
+    TransferFuture result;
   };
 
   std::byte* dest_of(const LoadRead& r) const {
@@ -126,11 +126,9 @@ class ReadWindow {
     while (!failure_ && next_ < plan_.reads.size() &&
            (window_.empty() || inflight_ + plan_.reads[next_].size <= o_.inflight_bytes)) {
       const LoadRead& r = plan_.reads[next_];
-      std::future<TransferResult> f;
+      TransferFuture f;
       if (r.size == 0) {
-        std::promise<TransferResult> done;
-        done.set_value({});
-        f = done.get_future();
+        f = detail::ready_future({});
       } else {
         f = read_async(cp_.file(r.file_index), dest_of(r), r.size, r.offset, topts_);
       }

@@ -11,7 +11,6 @@
 #include <chrono>
 #include <deque>
 #include <exception>
-#include <future>
 #include <map>
 #include <set>
 
@@ -67,7 +66,7 @@ std::uint64_t checked_bytes(const SaveTensor& t) {
 }
 
 // The results of the body's writes, by path: bytes and the first reason of each.
-struct PathTally {
+struct WriteTally {
   std::map<Path, std::pair<std::uint64_t, std::string>> by_path;
   std::uint64_t ios = 0;
 
@@ -122,12 +121,12 @@ std::vector<Piece> cut(const SafetensorsLayout& layout, std::span<const SaveTens
 
 // Runs the writes within the budget; throws the first failure once nothing is in flight.
 void write_pieces(const File& file, const std::vector<Piece>& pieces, const SaveOptions& o,
-                  PathTally& tally) {
+                  WriteTally& tally) {
   TransferOptions to;
   to.device = o.device;
   to.path = o.path;
   to.config = o.config;
-  std::deque<std::pair<std::uint64_t, std::future<TransferResult>>> window;
+  std::deque<std::pair<std::uint64_t, TransferFuture>> window;
   std::uint64_t inflight = 0;
   std::exception_ptr failure;
   std::size_t next = 0;
@@ -233,7 +232,7 @@ SaveResult save_safetensors(const std::string& path, std::span<const SaveTensor>
 
   AtomicFile out = AtomicFile::create(path);
   out.reserve(layout.file_bytes);
-  PathTally tally;
+  WriteTally tally;
   write_pieces(out.file(), cut(layout, tensors, options.max_write), options, tally);
   const auto t_sync = Clock::now();
   out.commit(options.durable);

@@ -44,6 +44,7 @@
 #include "sluice/error.hpp"
 #include "sluice/stats.hpp"
 #include "sluice/thread_pool.hpp"
+#include "transfer_promise.hpp"
 
 namespace sluice::detail {
 namespace {
@@ -81,7 +82,7 @@ struct Request : Link {
   unsigned retries = 0;
   std::uint64_t start_ns = 0;
   std::shared_ptr<const TransferOptions> options;
-  std::promise<TransferResult> promise;
+  TransferPromise promise;
 
   // Each lets go of the file first: once the future is ready the caller's handle may be gone and
   // the process may be exiting, so the last close (and a cuFile deregistration) must not follow
@@ -314,7 +315,7 @@ bool async_eligible(const AsyncTransfer& t, const Config& cfg, SyncMode sync) {
 }
 
 void submit_async(std::span<const AsyncTransfer> transfers, const TransferOptions& options,
-                  std::vector<std::future<TransferResult>>& out) {
+                  std::vector<TransferFuture>& out) {
   auto shared = std::make_shared<const TransferOptions>(options);
   std::vector<std::unique_ptr<Request>> reqs;
   reqs.reserve(transfers.size());

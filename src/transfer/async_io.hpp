@@ -5,7 +5,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <future>
 #include <span>
 #include <vector>
 
@@ -34,6 +33,6 @@ struct AsyncTransfer {
 /// back short or failed is finished (or its error reported) by the synchronous path on the
 /// pool, with `options`.
 void submit_async(std::span<const AsyncTransfer> transfers, const TransferOptions& options,
-                  std::vector<std::future<TransferResult>>& out);
+                  std::vector<TransferFuture>& out);
 
 }  // namespace sluice::detail

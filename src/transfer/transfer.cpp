@@ -22,6 +22,7 @@
 #include "sluice/residency.hpp"
 #include "sluice/stats.hpp"
 #include "sluice/thread_pool.hpp"
+#include "transfer_promise.hpp"
 
 namespace sluice {
 namespace {
@@ -255,35 +256,50 @@ bool async_fits(IoOp op, const File& file, const void* buf, std::uint64_t size,
 // caller's handle may already be gone, and once the future is ready the caller may close the
 // library, or the process may exit and take the libraries' statics with it, while a pool thread
 // would still be closing the file (deregistering it from cuFile; ASan caught that at exit).
-std::future<TransferResult> on_pool(IoOp op, const File& file, const void* buf, std::uint64_t size,
-                                    std::uint64_t offset, const TransferOptions& options) {
-  return default_pool().submit([op, file = File(file), buf, size, offset, options]() mutable {
-    const File held = std::exchange(file, File());
-    return op == IoOp::read ? read(held, const_cast<void*>(buf), size, offset, options)
-                            : write(held, buf, size, offset, options);
+TransferFuture on_pool(IoOp op, const File& file, const void* buf, std::uint64_t size,
+                       std::uint64_t offset, const TransferOptions& options) {
+  auto promise = std::make_shared<detail::TransferPromise>();
+  TransferFuture fut = promise->get_future();
+  default_pool().post([promise, op, file = File(file), buf, size, offset, options]() mutable {
+    std::optional<TransferResult> result;
+    std::exception_ptr error;
+    {
+      const File held = std::exchange(file, File());  // gone before the future is ready
+      try {
+        result = op == IoOp::read ? read(held, const_cast<void*>(buf), size, offset, options)
+                                  : write(held, buf, size, offset, options);
+      } catch (...) {
+        error = std::current_exception();
+      }
+    }
+    if (error) {
+      promise->set_exception(std::move(error));
+    } else {
+      promise->set_value(std::move(*result));
+    }
   });
+  return fut;
 }
 
-std::future<TransferResult> start_async(IoOp op, const File& file, const void* buf,
-                                        std::uint64_t size, std::uint64_t offset,
-                                        const TransferOptions& options) {
+TransferFuture start_async(IoOp op, const File& file, const void* buf, std::uint64_t size,
+                           std::uint64_t offset, const TransferOptions& options) {
   detail::AsyncTransfer t;
   if (!async_fits(op, file, buf, size, offset, options, &t))
     return on_pool(op, file, buf, size, offset, options);
-  std::vector<std::future<TransferResult>> out;
+  std::vector<TransferFuture> out;
   detail::submit_async({&t, 1}, options, out);
   return std::move(out.front());
 }
 
 }  // namespace
 
-std::future<TransferResult> read_async(const File& file, void* buf, std::uint64_t size,
-                                       std::uint64_t offset, TransferOptions options) {
+TransferFuture read_async(const File& file, void* buf, std::uint64_t size, std::uint64_t offset,
+                          TransferOptions options) {
   return start_async(IoOp::read, file, buf, size, offset, options);
 }
 
-std::future<TransferResult> write_async(const File& file, const void* buf, std::uint64_t size,
-                                        std::uint64_t offset, TransferOptions options) {
+TransferFuture write_async(const File& file, const void* buf, std::uint64_t size,
+                           std::uint64_t offset, TransferOptions options) {
   return start_async(IoOp::write, file, buf, size, offset, options);
 }
 
@@ -300,7 +316,7 @@ namespace {
 struct StreamTask {
   std::function<TransferResult()> work;
   StreamGate gate;
-  std::promise<TransferResult> promise;
+  detail::TransferPromise promise;
   std::promise<void> work_done;  // for the host function that holds the stream in the fallback
   std::shared_future<void> work_done_future = work_done.get_future().share();
   std::optional<TransferResult> result;
@@ -352,8 +368,8 @@ void launch(Device& device, StreamHandle stream, void (*fn)(void*), const TaskRe
 
 }  // namespace
 
-std::future<TransferResult> run_on_stream(const std::shared_ptr<Device>& device, StreamHandle stream,
-                                          std::function<TransferResult()> work) {
+TransferFuture run_on_stream(const std::shared_ptr<Device>& device, StreamHandle stream,
+                             std::function<TransferResult()> work) {
   if (!device) throw_usage_error({.op = "stream transfer"}, "a stream-ordered transfer needs a device (options.device)");
   auto task = std::make_shared<StreamTask>();
   task->work = std::move(work);
@@ -384,17 +400,15 @@ std::future<TransferResult> run_on_stream(const std::shared_ptr<Device>& device,
   return fut;
 }
 
-std::future<TransferResult> read_on_stream(const File& file, void* buf, std::uint64_t size,
-                                           std::uint64_t offset, StreamHandle stream,
-                                           TransferOptions options) {
+TransferFuture read_on_stream(const File& file, void* buf, std::uint64_t size, std::uint64_t offset,
+                              StreamHandle stream, TransferOptions options) {
   return run_on_stream(options.device, stream, [file, buf, size, offset, options] {
     return read(file, buf, size, offset, options);
   });
 }
 
-std::future<TransferResult> write_on_stream(const File& file, const void* buf, std::uint64_t size,
-                                            std::uint64_t offset, StreamHandle stream,
-                                            TransferOptions options) {
+TransferFuture write_on_stream(const File& file, const void* buf, std::uint64_t size,
+                               std::uint64_t offset, StreamHandle stream, TransferOptions options) {
   return run_on_stream(options.device, stream, [file, buf, size, offset, options] {
     return write(file, buf, size, offset, options);
   });
@@ -415,29 +429,28 @@ TransferOptions on_device_of(const Stream& stream, TransferOptions options, cons
 
 }  // namespace
 
-std::future<TransferResult> read_on_stream(const File& file, void* buf, std::uint64_t size,
-                                           std::uint64_t offset, const Stream& stream,
-                                           TransferOptions options) {
+TransferFuture read_on_stream(const File& file, void* buf, std::uint64_t size, std::uint64_t offset,
+                              const Stream& stream, TransferOptions options) {
   return read_on_stream(file, buf, size, offset, stream.get(),
                         on_device_of(stream, std::move(options), "read"));
 }
 
-std::future<TransferResult> write_on_stream(const File& file, const void* buf, std::uint64_t size,
-                                            std::uint64_t offset, const Stream& stream,
-                                            TransferOptions options) {
+TransferFuture write_on_stream(const File& file, const void* buf, std::uint64_t size,
+                               std::uint64_t offset, const Stream& stream,
+                               TransferOptions options) {
   return write_on_stream(file, buf, size, offset, stream.get(),
                          on_device_of(stream, std::move(options), "write"));
 }
 
-std::vector<std::future<TransferResult>> submit_batch(std::span<const BatchEntry> entries,
-                                                      const TransferOptions& options) {
+std::vector<TransferFuture> submit_batch(std::span<const BatchEntry> entries,
+                                         const TransferOptions& options) {
   for (std::size_t i = 0; i < entries.size(); ++i) {
     if (entries[i].file == nullptr) {
       throw_usage_error({.op = "batch"}, fmt::format("entry {} has no file", i));
     }
   }
   // Entries the async I/O thread takes go to it together: one lock, at most one wake-up.
-  std::vector<std::future<TransferResult>> out(entries.size());
+  std::vector<TransferFuture> out(entries.size());
   std::vector<detail::AsyncTransfer> fast;
   std::vector<std::size_t> fast_at;
   for (std::size_t i = 0; i < entries.size(); ++i) {
@@ -451,7 +464,7 @@ std::vector<std::future<TransferResult>> submit_batch(std::span<const BatchEntry
     }
   }
   if (fast.empty()) return out;
-  std::vector<std::future<TransferResult>> queued;
+  std::vector<TransferFuture> queued;
   queued.reserve(fast.size());
   detail::submit_async(fast, options, queued);
   for (std::size_t k = 0; k < fast.size(); ++k) out[fast_at[k]] = std::move(queued[k]);

@@ -64,7 +64,7 @@ TEST_P(Async, ReadAsyncAndWriteAsyncWithDeviceMemory) {
     std::uint64_t off, len;
     std::size_t dev_off;
     std::unique_ptr<DeviceMemory> mem;
-    std::future<TransferResult> fut;
+    TransferFuture fut;
   };
   std::vector<Job> jobs(n);
   for (int i = 0; i < n; ++i) {
@@ -87,7 +87,7 @@ TEST_P(Async, ReadAsyncAndWriteAsyncWithDeviceMemory) {
   const File w = File::open(out, OpenMode::read_write);
   constexpr std::uint64_t piece = 300001;
   std::vector<std::unique_ptr<DeviceMemory>> src;
-  std::vector<std::future<TransferResult>> futs;
+  std::vector<TransferFuture> futs;
   for (int i = 0; i < 8; ++i) {
     src.push_back(std::make_unique<DeviceMemory>(dev_, piece));
     src.back()->upload(std::span(data).subspan(static_cast<std::size_t>(i) * piece, piece));
@@ -224,7 +224,7 @@ TEST_P(Async, StreamTransfersHoldTheirFile) {
     static void run(void* arg) { static_cast<std::shared_future<void>*>(arg)->wait(); }
   };
   std::shared_future<void> gone = file_gone.get_future().share();
-  std::future<TransferResult> r, w;
+  TransferFuture r, w;
   {
     auto stream = std::make_unique<Stream>(dev_);
     if (GetParam() == "sim") dev_->launch_host_func(stream->get(), &Hold::run, &gone);
@@ -328,7 +328,7 @@ TEST_P(Async, ManyMoreStreamTransfersThanGateWords) {
   const Stream s(dev_);
   for (int wave = 0; wave < 2; ++wave) {  // the second wave reuses the words the first opened
     std::atomic<int> ran{0};
-    std::vector<std::future<TransferResult>> futs;
+    std::vector<TransferFuture> futs;
     futs.reserve(per_wave);
     for (int i = 0; i < per_wave; ++i) {
       futs.push_back(run_on_stream(dev_, s.get(), [&ran, i] {
@@ -355,7 +355,7 @@ TEST_P(Async, ManyStreamsAtOnce) {
   constexpr std::uint64_t each = 128 * KiB + 1;
   std::vector<Stream> s;
   std::vector<std::unique_ptr<DeviceMemory>> mem;
-  std::vector<std::future<TransferResult>> futs;
+  std::vector<TransferFuture> futs;
   for (int i = 0; i < streams; ++i) {
     s.emplace_back(dev_);
     mem.push_back(std::make_unique<DeviceMemory>(dev_, per_stream * each));

@@ -340,7 +340,7 @@ TEST_F(BoundedMemory, ConcurrentReadsAndWritesShareTheSamePool) {
     out_src.push_back(std::make_unique<DeviceMemory>(dev_, part));
     out_src.back()->upload(data.back());
   }
-  std::vector<std::future<TransferResult>> reads, writes;
+  std::vector<TransferFuture> reads, writes;
   for (int i = 0; i < each; ++i) {
     const auto k = static_cast<std::size_t>(i);
     reads.push_back(read_async(f, in[k]->data(), part, k * part + 4096, o));

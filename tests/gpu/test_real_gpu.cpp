@@ -199,7 +199,7 @@ TEST_F(RealGpu, ManyStreamTransfersOnSeveralStreams) {
   const File f = File::open(path, OpenMode::read);
   DeviceMemory mem(dev_, data.size());
   std::vector<StreamHandle> s;
-  std::vector<std::future<TransferResult>> futs;
+  std::vector<TransferFuture> futs;
   for (int i = 0; i < streams; ++i) {
     s.push_back(dev_->create_stream());
     for (int k = 0; k < per_stream; ++k) {

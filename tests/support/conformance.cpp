@@ -199,7 +199,7 @@ void async_round_trip(const std::string& dir, const ConfigPtr& cfg, std::uint64_
   const File f = File::open(path, OpenMode::read_write, {.truncate = true});
   {
     std::vector<std::unique_ptr<GuardedBuffer>> srcs;
-    std::vector<std::future<TransferResult>> futs;
+    std::vector<TransferFuture> futs;
     for (int i = 0; i < pieces; ++i) {
       srcs.push_back(std::make_unique<GuardedBuffer>(piece, shifts[i % std::size(shifts)]));
       std::copy_n(data.begin() + static_cast<std::ptrdiff_t>(i * piece), piece, srcs.back()->data());
@@ -210,7 +210,7 @@ void async_round_trip(const std::string& dir, const ConfigPtr& cfg, std::uint64_
   EXPECT_TRUE(same_bytes(read_whole(path), data));
 
   std::vector<std::unique_ptr<GuardedBuffer>> dsts;
-  std::vector<std::future<TransferResult>> futs;
+  std::vector<TransferFuture> futs;
   for (int i = 0; i < pieces; ++i) {
     dsts.push_back(std::make_unique<GuardedBuffer>(piece, shifts[(i + 2) % std::size(shifts)]));
     futs.push_back(sluice::read_async(f, dsts.back()->data(), piece, i * piece, options_for(cfg)));

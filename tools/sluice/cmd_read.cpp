@@ -120,7 +120,7 @@ TransferResult stream_pieces(const File& file, const TransferTarget& target, std
   struct Pending {
     std::size_t buf;
     std::uint64_t asked;
-    std::future<TransferResult> result;
+    TransferFuture result;
   };
   std::deque<Pending> pending;
   // On an error, reads still in flight target the buffers: wait for them before they go.
