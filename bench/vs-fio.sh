@@ -12,7 +12,8 @@
 #
 #   bench/vs-fio.sh [--sluice PATH] [--file PATH] [--size 1G] [--rounds 3] [--time 5]
 #                   [--threads 1] [--cases "read:1M:1 read:1M:32 randread:4K:1 randread:4K:32"]
-#                   [--hugepages] [--shape fio|batched|native] [--library] [--fast-device]
+#                   [--hugepages] [--shape fio|batched|native] [--library] [--library-device DEV]
+#                   [--fast-device]
 #                   [--loop-dio on|off] [--keep] [--json-out FILE]
 #
 # Fast device (--fast-device, root): the file lives on ext4 on a loop device over a file in
@@ -25,7 +26,9 @@
 # Library (--library): a third side, the library path applications use:
 # sluice_async_read_bench (read_async with QD reads in flight, the oldest waited for first) on
 # the same file, block size and depth; read cases and one thread only. Its rows compare it with
-# fio the same way.
+# fio the same way. --library-device DEV (sim, cuda:N) adds a fourth side, "libdev": the same
+# bench reading into DEV's memory (--device DEV), the path an application reading into a GPU
+# takes (bounce without GPUDirect: docs/tuning.md, "Small reads into device memory").
 #
 # Both sides: O_DIRECT, io_uring, time-based runs of --time seconds over the first --size bytes
 # of the file; with --threads N each thread covers its own 1/N slice (fio: size=S/N,
@@ -83,6 +86,7 @@ json_out=
 hugepages=0
 shape=fio
 library=0
+library_device=
 fast=0
 loop_dio=off
 py=/usr/bin/python3
@@ -104,6 +108,7 @@ while [[ $# -gt 0 ]]; do
     --hugepages) hugepages=1; shift ;;
     --shape) shape=${2:?}; shift 2 ;;
     --library) library=1; shift ;;
+    --library-device) library_device=${2:?}; shift 2 ;;
     --fast-device) fast=1; shift ;;
     --loop-dio) loop_dio=${2:?}; shift 2 ;;
     --json-out) json_out=${2:?}; shift 2 ;;
@@ -122,7 +127,7 @@ fi
 [[ -x $sluice ]] || die "no sluice binary (build it, or pass --sluice PATH)"
 "$sluice" --version >/dev/null || die "$sluice does not run (see above)"
 async_bench=$(dirname "$sluice")/sluice_async_read_bench
-if [[ $library = 1 ]]; then
+if [[ $library = 1 || -n $library_device ]]; then
   [[ -x $async_bench ]] || die "--library needs $async_bench (build the sluice_async_read_bench target)"
   [[ $threads = 1 ]] || die "--library compares one thread only"
 fi
@@ -244,6 +249,15 @@ run_library() {  # round case
       --seed "$round" --json >"$out" || die "sluice_async_read_bench failed in round $round, case $c"
   echo "library $round $c $out" >>"$results"
 }
+run_libdev() {  # round case: the library into device memory
+  local round=$1 c=$2 rw bs qd out
+  IFS=: read -r rw bs qd <<<"$c"
+  out=$work/libdev-$round-$rw-$bs-$qd.json
+  SLUICE_CACHE_POLICY=bypass "$async_bench" "$file" --size "$slice" --rw "$rw" --bs "$bs" --iodepth "$qd" --time "$runtime" \
+      --seed "$round" --device "$library_device" --json >"$out" \
+    || die "sluice_async_read_bench --device $library_device failed in round $round, case $c"
+  echo "libdev $round $c $out" >>"$results"
+}
 for round in $(seq 1 "$rounds"); do
   for c in $cases; do
     IFS=: read -r rw _ qd <<<"$c"
@@ -255,6 +269,7 @@ for round in $(seq 1 "$rounds"); do
     esac
     sides=(fio sluice)
     [[ $library = 1 && ($rw == read || $rw == randread) ]] && sides+=(library)
+    [[ -n $library_device && ($rw == read || $rw == randread) ]] && sides+=(libdev)
     # The first side rotates with the round: fio first in odd rounds, sluice in even ones.
     n=${#sides[@]}
     for k in $(seq 0 $((n - 1))); do
@@ -285,7 +300,7 @@ for line in open(sys.argv[1]):
                  p50=lat.get("50.000000", 0) / 1e3, p99=lat.get("99.000000", 0) / 1e3,
                  cp50=clat.get("50.000000", 0) / 1e3, cp99=clat.get("99.000000", 0) / 1e3,
                  cpu=cpu_s * 1e6 / j["total_ios"] if j["total_ios"] and threads == 1 else nan)
-    elif tool == "library":
+    elif tool in ("library", "libdev"):
         m = dict(bw=d["gib_per_s"], iops=d["iops"], p50=d["lat_p50_us"], p99=d["lat_p99_us"],
                  cp50=nan, cp99=nan, cpu=d["cpu_us_per_io"])
     else:
@@ -302,7 +317,7 @@ print(f"{'case (rw:bs:qd)':<18} {'side':<8} {'metric':<8} {'fio median':>11} {'s
 metrics = (("bw", "GiB/s"), ("iops", "IOPS"), ("cpu", "CPU us/io"), ("p50", "p50 us"), ("p99", "p99 us"),
            ("cp50", "p50 clat"), ("cp99", "p99 clat"))
 for case, t in rows.items():
-    for side in ("sluice", "library"):
+    for side in ("sluice", "library", "libdev"):
         if side not in t:
             continue
         for key, label in metrics:
@@ -326,7 +341,8 @@ def thp(tool, case):
         kb = []
     return f"{min(kb) / 1024:.0f}-{max(kb) / 1024:.0f}" if kb else "?"
 pages = "transparent huge pages (madvise)" if sys.argv[4] == "1" else "4 KiB pages"
-print(f"loop shape {sys.argv[3]}; buffers: {pages} on both sides (library: 4 KiB-aligned malloc'd buffers)")
+print(f"loop shape {sys.argv[3]}; buffers: {pages} on both sides (library: 4 KiB-aligned malloc'd buffers; "
+      "libdev: the device's memory)")
 print("memory the kernel put on huge pages, MiB (most AnonHugePages of each process, over the rounds), fio | sluice: "
       + "; ".join(f"{case} {thp('fio', case)} | {thp('sluice', case)}" for case in rows))
 print("cache: every side O_DIRECT (the page cache is bypassed); order: the first side rotates with the round "

@@ -22,6 +22,7 @@
 #include "sluice/residency.hpp"
 #include "sluice/stats.hpp"
 #include "sluice/thread_pool.hpp"
+#include "sluice/units.hpp"
 #include "transfer_promise.hpp"
 
 namespace sluice {
@@ -230,22 +231,34 @@ PathChoice choose_path(const File& file, const void* buf, std::uint64_t size, st
 
 namespace {
 
-// Whether a transfer can go to the async I/O thread (async_io.hpp): host path, one O_DIRECT
-// request. A path choice that throws says no: the pool then reports the error through the future.
+// Whether a transfer can go to the async I/O thread (async_io.hpp): the host path, or a read on
+// the bounce path (through a pinned slot); one O_DIRECT request. A path choice that throws says
+// no: the pool then reports the error through the future.
 bool async_fits(IoOp op, const File& file, const void* buf, std::uint64_t size,
                 std::uint64_t offset, const TransferOptions& o, detail::AsyncTransfer* t) {
   if (!file.is_open()) return false;
   try {
     const auto cfg = effective(o);
-    if (choose(op, file, buf, size, offset, o, *cfg).path != Path::host) return false;
+    const Choice c = choose(op, file, buf, size, offset, o, *cfg);
+    const bool bounce = c.path == Path::bounce && op == IoOp::read;
+    if (c.path != Path::host && !bounce) return false;
     *t = {op, file, static_cast<std::byte*>(const_cast<void*>(buf)), size, offset};
+    if (bounce) {
+      t->device = o.device;
+      const std::string how = fmt::format("O_DIRECT; async I/O thread, a pinned slot of {}",
+                                          format_size(detail::device_slot_size));
+      t->reason = c.strict ? how : c.reason() + "; " + how;
+    }
     if (!detail::async_eligible(*t, *cfg, o.sync)) return false;
     // The async thread reads O_DIRECT only. cache_policy use reads buffered; auto reads what the
     // page cache holds through it (one residency probe, as the synchronous path makes), so a
     // read of cached pages goes to the pool, which does that.
-    if (op != IoOp::read || cfg->cache_policy == CachePolicy::bypass) return true;
-    if (cfg->cache_policy == CachePolicy::use) return false;
-    return page_cache_residency(file.fd(), offset, size).cached == 0;
+    bool fits = op != IoOp::read || cfg->cache_policy == CachePolicy::bypass;
+    if (!fits && cfg->cache_policy == CachePolicy::automatic) {
+      fits = page_cache_residency(file.fd(), offset, size).cached == 0;
+    }
+    if (fits && c.fallback) stats().count_fallback(*c.fallback);  // as run_chosen counts it
+    return fits;
   } catch (const std::exception&) {
     return false;
   }

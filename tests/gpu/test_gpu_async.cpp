@@ -16,6 +16,7 @@
 
 #include "gpu/cufile_api.hpp"
 #include "gpu_test_util.hpp"
+#include "sluice/stats.hpp"
 #include "sluice/units.hpp"
 
 namespace sluice {
@@ -441,8 +442,290 @@ TEST_P(Async, ABatchEntryWithoutAFileIsAUsageErrorAndNothingRuns) {
   EXPECT_TRUE(submit_batch({}, options()).empty());
 }
 
+// Small reads into device memory go to the async I/O thread, which stages each in a pinned slot
+// and copies it on its own stream: more reads in flight than the lane has slots (128), so some
+// wait for one; every byte lands where asked, and each result says the path it took.
+TEST_P(Async, SmallDeviceReadsGoThroughTheAsyncThreadsPinnedSlots) {
+  std::string why;
+  if (!test::engine_usable("uring", &why)) GTEST_SKIP() << why;
+  constexpr std::uint64_t block = 4096;
+  const std::uint64_t size = 4 * MiB;
+  const std::string path = dir_->file("small.bin");
+  const auto data = test::random_bytes(size, test::test_seed(41));
+  test::write_file(path, data);
+  const File f = File::open(path, OpenMode::read);
+  if (!f.has_direct()) GTEST_SKIP() << "no O_DIRECT here: " << f.direct_reason();
+
+  constexpr std::size_t n = 300;
+  std::mt19937_64 rng(test::test_seed(42));
+  struct Job {
+    std::uint64_t off = 0, len = 0;
+    std::size_t at = 0;
+  };
+  std::vector<Job> jobs(n);
+  std::size_t total = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::uint64_t blocks = i % 50 == 0 ? 16 : (i % 7 == 0 ? 2 : 1);  // 64 KiB, 8 KiB, 4 KiB
+    jobs[i] = {rng() % (size / block - blocks) * block, blocks * block, total + i % 3};  // odd device offsets
+    total = jobs[i].at + jobs[i].len;
+  }
+  DeviceMemory mem(dev_, total);
+  mem.fill(std::byte{0x5a});
+  std::uint64_t bytes = 0;
+  for (const Job& j : jobs) bytes += j.len;
+  const StatsSnapshot before = stats().snapshot();
+  std::vector<BatchEntry> second_half;
+  std::vector<TransferFuture> futs;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (i < n / 2) {
+      futs.push_back(read_async(f, mem.data() + jobs[i].at, jobs[i].len, jobs[i].off, options()));
+    } else {
+      second_half.push_back({IoOp::read, &f, mem.data() + jobs[i].at, jobs[i].len, jobs[i].off});
+    }
+  }
+  for (auto& fu : submit_batch(second_half, options())) futs.push_back(std::move(fu));
+  const auto got = [&] {
+    std::vector<TransferResult> r;
+    for (auto& fu : futs) r.push_back(fu.get());
+    return r;
+  }();
+  const auto all = mem.download();
+  for (std::size_t i = 0; i < n; ++i) {
+    EXPECT_EQ(got[i].bytes, jobs[i].len) << "read " << i;
+    EXPECT_EQ(got[i].path, Path::bounce) << "read " << i;
+    EXPECT_EQ(got[i].ios, 1U) << "read " << i;
+    EXPECT_TRUE(contains(got[i].reason, "auto: direct unavailable: ")) << "read " << i;
+    EXPECT_TRUE(contains(got[i].reason, "; O_DIRECT; async I/O thread, a pinned slot of 64.0 KiB")) << "read " << i;
+    EXPECT_TRUE(test::same_bytes(std::span(all).subspan(jobs[i].at, jobs[i].len),
+                                 std::span(data).subspan(jobs[i].off, jobs[i].len)))
+        << "read " << i;
+    const std::size_t gap_end = i + 1 < n ? jobs[i + 1].at : all.size();
+    EXPECT_TRUE(gpu_test::all_equal(std::span(all).subspan(jobs[i].at + jobs[i].len, gap_end - jobs[i].at - jobs[i].len),
+                                    std::byte{0x5a}))
+        << "bytes after read " << i;
+  }
+  // Counted as the synchronous path counts them: on the bounce path, on the device, and as
+  // fallbacks from direct (no libcufile here).
+  const StatsSnapshot after = stats().snapshot();
+  EXPECT_EQ(after.at(Path::bounce, Direction::read).ops - before.at(Path::bounce, Direction::read).ops, n);
+  EXPECT_EQ(after.at(Path::bounce, Direction::read).bytes - before.at(Path::bounce, Direction::read).bytes, bytes);
+  EXPECT_EQ(after.fallbacks_for(Fallback::no_cufile) - before.fallbacks_for(Fallback::no_cufile), n);
+  const std::string key = dev_->info().kind == DeviceKind::cuda ? "cuda:0" : "sim";
+  const auto reads_on = [&](const StatsSnapshot& snap) -> std::uint64_t {
+    for (const KeyedCounters& k : snap.devices) {
+      if (k.key == key) return k.dirs[static_cast<std::size_t>(Direction::read)].ops;
+    }
+    return 0;
+  };
+  EXPECT_EQ(reads_on(after) - reads_on(before), n);
+}
+
+// What the slots cannot take goes to the pool, as before: reads larger than a slot, unaligned
+// ones, reads past the end of the file (read again there, which clamps them), and writes.
+TEST_P(Async, DeviceTransfersTheSlotsCannotTakeGoToThePool) {
+  std::string why;
+  if (!test::engine_usable("uring", &why)) GTEST_SKIP() << why;
+  constexpr std::uint64_t block = 4096;
+  const std::uint64_t size = 40 * block + 1000;
+  const std::string path = dir_->file("pool.bin");
+  const auto data = test::random_bytes(size, test::test_seed(43));
+  test::write_file(path, data);
+  const File f = File::open(path, OpenMode::read_write);
+  if (!f.has_direct()) GTEST_SKIP() << "no O_DIRECT here: " << f.direct_reason();
+  DeviceMemory big(dev_, 32 * block), odd(dev_, block), tail(dev_, 2 * block), past(dev_, block);
+  auto a = read_async(f, big.data(), 32 * block, 0, options());  // 128 KiB: larger than a slot
+  auto b = read_async(f, odd.data(), block, 100, options());     // unaligned offset
+  auto c = read_async(f, tail.data(), 2 * block, 39 * block, options());  // crosses the end
+  auto d = read_async(f, past.data(), block, 50 * block, options());      // past the end
+  const TransferResult ra = a.get(), rb = b.get(), rc = c.get(), rd = d.get();
+  for (const TransferResult* r : {&ra, &rb}) {
+    EXPECT_EQ(r->path, Path::bounce);
+    EXPECT_EQ(r->reason.find("async I/O thread"), std::string::npos) << r->reason;
+  }
+  EXPECT_EQ(ra.bytes, 32 * block);
+  EXPECT_TRUE(test::same_bytes(big.download(), std::span(data).first(32 * block)));
+  EXPECT_EQ(rb.bytes, block);
+  EXPECT_TRUE(test::same_bytes(odd.download(), std::span(data).subspan(100, block)));
+  EXPECT_EQ(rc.bytes, block + 1000);
+  EXPECT_TRUE(contains(rc.reason, "(read again on a pool thread: the async I/O thread's O_DIRECT read came back short"));
+  EXPECT_TRUE(test::same_bytes(tail.download(0, block + 1000), std::span(data).subspan(39 * block, block + 1000)));
+  EXPECT_EQ(rd.bytes, 0U);
+
+  DeviceMemory src(dev_, block);
+  src.upload(std::span(data).first(block));
+  const TransferResult w = write_async(f, src.data(), block, 8 * block, options()).get();
+  EXPECT_EQ(w.bytes, block);
+  EXPECT_EQ(w.reason.find("async I/O thread"), std::string::npos) << w.reason;
+  EXPECT_TRUE(test::same_bytes(test::pread_file(path, 8 * block, block), std::span(data).first(block)));
+}
+
 INSTANTIATE_TEST_SUITE_P(Devices, Async, ::testing::Values("sim", "cuda:0"),
                          [](const auto& p) { return p.param == "sim" ? std::string("sim") : std::string("cuda0"); });
+
+// The sim, failing on demand as a CUDA context does once it has failed: copies refused when they
+// are queued, or accepted while host functions never run (cuLaunchHostFunc does not call them
+// after a context error) and synchronize reports the error.
+class FailingDevice final : public Device {
+ public:
+  explicit FailingDevice(std::shared_ptr<Device> inner) : inner_(std::move(inner)) {}
+  std::atomic<bool> refuse_copies{false};
+  std::atomic<bool> context_failed{false};
+
+  [[nodiscard]] const DeviceInfo& info() const noexcept override { return inner_->info(); }
+  [[nodiscard]] void* alloc(std::size_t bytes) override { return inner_->alloc(bytes); }
+  void free(void* p) noexcept override { inner_->free(p); }
+  [[nodiscard]] void* alloc_pinned(std::size_t bytes) override { return inner_->alloc_pinned(bytes); }
+  void free_pinned(void* p) noexcept override { inner_->free_pinned(p); }
+  void register_host(void* p, std::size_t bytes) override { inner_->register_host(p, bytes); }
+  void unregister_host(void* p) noexcept override { inner_->unregister_host(p); }
+  [[nodiscard]] MemoryKind pointer_kind(const void* p) const override { return inner_->pointer_kind(p); }
+  [[nodiscard]] StreamHandle create_stream() override { return inner_->create_stream(); }
+  void destroy_stream(StreamHandle s) noexcept override { inner_->destroy_stream(s); }
+  void copy_to_device_async(void* dst, const void* src, std::size_t bytes, StreamHandle s) override {
+    if (refuse_copies) fail("cuMemcpyHtoDAsync");
+    inner_->copy_to_device_async(dst, src, bytes, s);
+  }
+  void copy_to_host_async(void* dst, const void* src, std::size_t bytes, StreamHandle s) override {
+    inner_->copy_to_host_async(dst, src, bytes, s);
+  }
+  void launch_host_func(StreamHandle s, void (*fn)(void*), void* arg) override {
+    if (!context_failed) inner_->launch_host_func(s, fn, arg);
+  }
+  void synchronize(StreamHandle s) override {
+    if (context_failed) fail("cuStreamSynchronize");
+    inner_->synchronize(s);
+  }
+  [[nodiscard]] StreamGate make_gate() override { return inner_->make_gate(); }
+  void wait_gate(StreamHandle s, const StreamGate& gate) override { inner_->wait_gate(s, gate); }
+  [[nodiscard]] EventHandle create_event() override { return inner_->create_event(); }
+  void destroy_event(EventHandle e) noexcept override { inner_->destroy_event(e); }
+  void record_event(EventHandle e, StreamHandle s) override { inner_->record_event(e, s); }
+  [[nodiscard]] bool event_done(EventHandle e) override { return inner_->event_done(e); }
+  void wait_event(EventHandle e) override { inner_->wait_event(e); }
+  void make_current() override { inner_->make_current(); }
+
+ private:
+  [[noreturn]] static void fail(const char* op) {
+    throw Error(ErrorDomain::cuda, 700, {.op = op}, "CUDA_ERROR_ILLEGAL_ADDRESS (700), injected by the test");
+  }
+  std::shared_ptr<Device> inner_;
+};
+
+class AsyncDeviceLane : public ::testing::Test {
+ protected:
+  static constexpr std::uint64_t block = 4096;
+
+  void SetUp() override {
+    std::string why;
+    if (!test::engine_usable("uring", &why)) GTEST_SKIP() << why;
+    sim_ = gpu_test::try_open("sim", &why);
+    if (!sim_) GTEST_SKIP() << why;
+    const auto root = test::folder_root(Folder::disk, &why);
+    if (!root) GTEST_SKIP() << why;
+    dir_ = std::make_unique<test::TempDir>(*root, "sluice-gpu-lane-");
+    path_ = dir_->file("lane.bin");
+    data_ = test::random_bytes(256 * block, test::test_seed(44));
+    test::write_file(path_, data_);
+    file_ = File::open(path_, OpenMode::read);
+    if (!file_.has_direct()) GTEST_SKIP() << "no O_DIRECT here: " << file_.direct_reason();
+  }
+
+  // The bounce path requested: no libcufile decides anything here.
+  [[nodiscard]] TransferOptions options(std::shared_ptr<Device> dev) const {
+    return {.config = gpu_test::make_config({"uring_t1_q32", "uring", 1, 32, true, 64 * KiB}), .device = std::move(dev),
+            .path = Path::bounce};
+  }
+
+  // `n` one-block reads at block i*3 (mod 256), all in flight.
+  struct Reads {
+    std::unique_ptr<DeviceMemory> mem;
+    std::vector<TransferFuture> futs;
+  };
+  Reads start_reads(const std::shared_ptr<Device>& dev, std::size_t n) const {
+    Reads r{std::make_unique<DeviceMemory>(dev, n * block), {}};
+    for (std::size_t i = 0; i < n; ++i) {
+      r.futs.push_back(read_async(file_, r.mem->data() + i * block, block, i * 3 % 256 * block, options(dev)));
+    }
+    return r;
+  }
+  [[nodiscard]] ::testing::AssertionResult landed(const Reads& r, std::size_t i) const {
+    return test::same_bytes(r.mem->download(i * block, block), std::span(data_).subspan(i * 3 % 256 * block, block));
+  }
+
+  std::shared_ptr<Device> sim_;
+  std::unique_ptr<test::TempDir> dir_;
+  std::string path_;
+  std::vector<std::byte> data_;
+  File file_;
+};
+
+// A copy the device refuses fails its read through the future; the lane goes on serving.
+TEST_F(AsyncDeviceLane, ACopyTheDeviceRefusesFailsItsRead) {
+  auto dev = std::make_shared<FailingDevice>(sim_);
+  dev->refuse_copies = true;
+  Reads bad = start_reads(dev, 10);
+  for (auto& f : bad.futs) {
+    EXPECT_TRUE(throws_error([&] { (void)f.get(); }, ErrorDomain::cuda, {"cuMemcpyHtoDAsync", "(700)"}));
+  }
+  dev->refuse_copies = false;
+  Reads good = start_reads(dev, 10);
+  for (std::size_t i = 0; i < good.futs.size(); ++i) {
+    const TransferResult r = good.futs[i].get();
+    EXPECT_EQ(r.reason, "O_DIRECT; async I/O thread, a pinned slot of 64.0 KiB");
+    EXPECT_TRUE(landed(good, i)) << "read " << i;
+  }
+}
+
+// A failed context runs no host functions: the reads whose copies were queued get the error the
+// stream reports (the thread asks it while idle), never a hang; later reads of that device take
+// the pool.
+TEST_F(AsyncDeviceLane, AFailedContextFailsTheQueuedReadsAndLaterOnesTakeThePool) {
+  // Kept for the process: the pool's pinned buffers are per device and never released.
+  static auto* dev = new std::shared_ptr<FailingDevice>(std::make_shared<FailingDevice>(sim_));
+  (*dev)->context_failed = true;
+  Reads lost = start_reads(*dev, 20);
+  for (std::size_t i = 0; i < lost.futs.size(); ++i) {
+    ASSERT_EQ(lost.futs[i].wait_for(std::chrono::seconds(20)), std::future_status::ready) << "read " << i;
+    EXPECT_TRUE(throws_error([&] { (void)lost.futs[i].get(); }, ErrorDomain::cuda, {"cuStreamSynchronize", "(700)"}))
+        << "read " << i;
+  }
+  (*dev)->context_failed = false;
+  Reads later = start_reads(*dev, 5);
+  for (std::size_t i = 0; i < later.futs.size(); ++i) {
+    const TransferResult r = later.futs[i].get();
+    EXPECT_EQ(r.path, Path::bounce);
+    EXPECT_TRUE(r.reason.starts_with("O_DIRECT via ")) << r.reason;
+    EXPECT_TRUE(contains(r.reason, "(on a pool thread: the device failed the async I/O thread's copies)"));
+    EXPECT_TRUE(landed(later, i)) << "read " << i;
+  }
+}
+
+// The lane holds its device only while others do: once the caller lets go, the thread releases
+// the lane (its stream and pinned slots) the next time it goes idle, and the device goes with it.
+TEST_F(AsyncDeviceLane, ALaneLetsGoOfADeviceNobodyElseHolds) {
+  auto dev = std::make_shared<FailingDevice>(sim_);
+  const std::weak_ptr<Device> watch = dev;
+  {
+    Reads r = start_reads(dev, 40);
+    for (std::size_t i = 0; i < r.futs.size(); ++i) {
+      EXPECT_EQ(r.futs[i].get().bytes, block);
+      EXPECT_TRUE(landed(r, i)) << "read " << i;
+    }
+  }
+  dev.reset();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  std::vector<std::byte> host(block);
+  const TransferOptions host_opts{.config = gpu_test::make_config({"uring_t1_q32", "uring", 1, 32, true, 64 * KiB})};
+  while (!watch.expired() && std::chrono::steady_clock::now() < deadline) {
+    // A host read wakes the thread; it releases the lane when it is idle again.
+    std::vector<std::byte> buf(2 * block);
+    auto* aligned = reinterpret_cast<std::byte*>((reinterpret_cast<std::uintptr_t>(buf.data()) + block - 1) / block * block);
+    (void)read_async(file_, aligned, block, 0, host_opts).get();
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(watch.expired()) << "the async I/O thread still holds the device";
+}
+
 
 }  // namespace
 }  // namespace sluice
