@@ -24,7 +24,11 @@
 #  10. with torch (CUDA): bench/ingest-vs-dataloader.py --device cuda:0 (issue 17): sluice.data.Loader
 #      against DataLoader (np.memmap, pin_memory, .to(cuda:0, non_blocking) and a synchronize per
 #      step) on a min(--size, 1 GiB) dataset, 150 steps a run, --rounds rounds, cold and warm;
-#  11. `sluice bench --compare all`, one round.
+#  11. `sluice bench --compare all`, one round;
+#  12. small random reads through the library (sluice_async_read_bench: read_async and
+#      submit_batch of 4 KiB at 32 in flight, 3 s each) into host memory and into cuda:0, cold
+#      (cache_policy bypass): the async I/O thread's pinned slots and host functions on a real
+#      GPU (docs/tuning.md, "Small reads into device memory").
 #
 #   bench/gpu-check.sh [--prebuilt KIT] [--size 4G] [--dir DIR] [--rounds 2] [--python PY]
 #                      [--budget 560]
@@ -119,7 +123,7 @@ else
       && cmake --build "$build" -j "$(nproc)" >/dev/null && cmake --install "$build" --prefix "$build/kit" >/dev/null; } \
     || { say "build failed (missing packages? build a kit with bench/gpu-kit.sh and use --prebuilt)"; exit 1; }
   kit=$build/kit
-  cp "$build/bin/sluice_gpu_bench" "$build/bin/sluice_load_bench" "$kit/bin/"
+  cp "$build/bin/sluice_gpu_bench" "$build/bin/sluice_load_bench" "$build/bin/sluice_async_read_bench" "$kit/bin/"
   tests_bin="$build/tests/gpu/test_real_gpu"
 fi
 bin="$kit/bin"
@@ -528,6 +532,20 @@ bench_compare() {
     --time 3 --warmup 1 --repeat 1 --drop-caches --device cuda:0 2>&1 | tail -n 20
 }
 
+# 12. Small random reads through the library, into host memory and into cuda:0.
+small_reads() {
+  [ -x "$bin/sluice_async_read_bench" ] || { echo "no $bin/sluice_async_read_bench (a kit from an older gpu-kit.sh)"; return 1; }
+  local api mem
+  for api in async batch; do
+    for mem in host cuda:0; do
+      local dev=(); [ "$mem" = host ] || dev=(--device "$mem")
+      (( $(left) > 10 )) || return 0
+      SLUICE_CACHE_POLICY=bypass timeout "$(cap 30)" "$bin/sluice_async_read_bench" "$file" --bs 4K --iodepth 32 \
+        --time 3 --api "$api" "${dev[@]}" 2>&1 | cut -c1-400
+    done
+  done
+}
+
 skip() { say "skipped $1: $2"; }
 step "gpu tests" gpu_tests
 step "Python package" python_package
@@ -559,4 +577,5 @@ else
   step "ingestion into cuda:0 (bench/ingest-vs-dataloader.py)" ingest_bench
 fi
 step "sluice bench --compare all" bench_compare
+step "small reads into cuda:0 (read_async, submit_batch)" small_reads
 say "done"

@@ -5,7 +5,7 @@
 #
 #   bench/gpu-kit.sh [KIT]        (default build/gpu-kit)
 #
-#   KIT/bin/         sluice, sluice_gpu_bench, sluice_load_bench, read_to_gpu_dropin
+#   KIT/bin/         sluice, sluice_gpu_bench, sluice_load_bench, sluice_async_read_bench, read_to_gpu_dropin
 #   KIT/lib/         libsluice.so.0, libsluice_tools.so.0, libsluice_cufile.so.0,
 #                    sluice/libcufile.so.0 (the drop-in), cmake/sluice/ (the CMake package)
 #   KIT/include/     sluice/ (libsluice's headers), sluice/cufile.h
@@ -41,10 +41,10 @@ for need in /usr/include/pybind11/pybind11.h /usr/lib/cmake/pybind11/pybind11Con
 done
 # The package is built on the GPU machine, not here (SLUICE_BUILD_PYTHON=OFF).
 cmake --preset portable -DSLUICE_BUILD_TESTS=ON -DSLUICE_BUILD_PYTHON=OFF >/dev/null
-cmake --build "$build" -j "$(nproc)" --target sluice_cli sluice_gpu_bench sluice_load_bench test_real_gpu sluice_cufile cufile_dropin_read_to_gpu
+cmake --build "$build" -j "$(nproc)" --target sluice_cli sluice_gpu_bench sluice_load_bench sluice_async_read_bench test_real_gpu sluice_cufile cufile_dropin_read_to_gpu
 rm -rf "$kit"
 cmake --install "$build" --prefix "$kit" >/dev/null
-cp "$build/bin/sluice_gpu_bench" "$build/bin/sluice_load_bench" "$kit/bin/"
+cp "$build/bin/sluice_gpu_bench" "$build/bin/sluice_load_bench" "$build/bin/sluice_async_read_bench" "$kit/bin/"
 # read_to_gpu linked against a libcufile.so.0 SONAME and no RUNPATH: runs on whichever library
 # LD_LIBRARY_PATH finds (gpu-check.sh uses it where the GPU machine has no C compiler).
 cp "$build/tests/cufile/read_to_gpu_dropin" "$kit/bin/"
