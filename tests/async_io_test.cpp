@@ -59,15 +59,12 @@ class AsyncIo : public ::testing::Test {
  protected:
   void SetUp() override {
     std::string why;
-    if (!test::engine_usable("uring", &why)) GTEST_SKIP() << why;
-    const auto root = test::folder_root(test::Folder::disk, &why);
-    if (!root) GTEST_SKIP() << why;
-    dir_ = std::make_unique<TempDir>(*root);
-    path_ = dir_->file("async.bin");
-    data_ = test::random_bytes(blocks * block, test::test_seed(31));
-    test::write_file(path_, data_);
-    file_ = File::open(path_, OpenMode::read_write);
-    if (!file_.has_direct()) GTEST_SKIP() << "no O_DIRECT here: " << file_.direct_reason();
+    auto f = test::direct_file("async.bin", blocks * block, 31, &why);
+    if (!f) GTEST_SKIP() << why;
+    dir_ = std::move(f->dir);
+    path_ = std::move(f->path);
+    data_ = std::move(f->data);
+    file_ = std::move(f->file);
     // bypass: the file was just written, and under auto a read of cached pages goes to the pool
     // (CachePolicyChoosesTheThread checks that).
     cfg_ = with_policy("bypass");

@@ -247,6 +247,62 @@ def test_threads_read_at_once(data_file):
     assert errors == []
 
 
+_FORK_SCRIPT = r"""
+import os, sys
+import numpy as np
+import sluice
+
+path = sys.argv[1]
+want = open(path, "rb").read()
+
+
+def aligned(n):  # O_DIRECT-aligned memory, so read_async takes the async I/O thread
+    a = np.empty(n + 4096, dtype=np.uint8)
+    off = (-a.ctypes.data) % 4096
+    return a[off:off + n]
+
+
+def reads(who):
+    with sluice.File(path) as f:
+        buf = aligned(1 << 16)
+        f.read(buf, 4096)
+        assert buf.tobytes() == want[4096:4096 + (1 << 16)], who
+        futs = [(i, aligned(4096)) for i in range(16)]
+        futs = [(i, b, f.read_async(b, i * 8192)) for i, b in futs]
+        for i, b, fut in futs:
+            r = fut.result(timeout=20)
+            assert b.tobytes() == want[i * 8192:i * 8192 + 4096], who
+            assert r.reason == "O_DIRECT; async I/O thread", (who, r.reason)
+
+
+reads("parent")
+pid = os.fork()
+if pid == 0:
+    try:
+        reads("child")
+    except BaseException as e:  # noqa: BLE001 (reported through the exit status)
+        print("child:", repr(e), file=sys.stderr, flush=True)
+        os._exit(1)
+    os._exit(0)
+_, status = os.waitpid(pid, 0)
+assert os.waitstatus_to_exitcode(status) == 0, f"the child ended with {status}"
+reads("parent, after the fork")
+print("ok")
+"""
+
+
+def test_a_forked_child_reads_after_its_parent_did(data_file):
+    """PyTorch's DataLoader workers and multiprocessing fork processes that may have read through
+    sluice already: the child reads too. Before, its io_uring was its parent's (EEXIST) and its
+    async I/O thread did not exist (a read_async never completed)."""
+    need("numpy")
+    path, _ = data_file
+    env = dict(os.environ, SLUICE_CACHE_POLICY="bypass")  # the file was just written: O_DIRECT all the same
+    out = subprocess.run([sys.executable, "-c", _FORK_SCRIPT, path], env=env, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
+
+
 def test_version_from_the_command_line():
     out = subprocess.run([sys.executable, "-m", "sluice", "--version"], check=True, capture_output=True, text=True)
     assert out.stdout.startswith(f"sluice {sluice.__version__} ")

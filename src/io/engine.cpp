@@ -1,4 +1,5 @@
 #include <liburing.h>
+#include <pthread.h>
 
 #include <atomic>
 #include <cstdlib>
@@ -24,7 +25,16 @@ std::atomic<unsigned> g_factory_generation{0};
 struct CachedEngine {
   std::unique_ptr<IoEngine> engine;
   unsigned generation = 0;
+  unsigned forks = 0;  // g_forks when it was made
 };
+
+// fork() calls into this process so far. A child's copy of the forking thread's engine is its
+// parent's: the ring's single issuer is the parent's task (the kernel answers EEXIST), and what
+// is in flight there is the parent's.
+std::atomic<unsigned> g_forks{0};
+void count_fork() {
+  g_forks.fetch_add(1);
+}
 
 // SLUICE_FAULTS, read once: every engine of the process then injects faults at random (see
 // faulty_engine.hpp). Each engine draws from its own seed (the given one plus a count), so threads
@@ -88,13 +98,20 @@ void set_engine_factory(EngineFactory factory) {
 }
 
 IoEngine& thread_engine(EngineKind kind, unsigned depth) {
+  static const bool counting_forks = ::pthread_atfork(nullptr, nullptr, &count_fork) == 0;
+  (void)counting_forks;
   thread_local CachedEngine cache[2];
   auto& slot = cache[static_cast<int>(kind)];
   const unsigned gen = g_factory_generation.load();
+  const unsigned forks = g_forks.load();
+  // In a forked child the parent's engine is left alone, not destroyed: draining it would wait
+  // for the parent's requests through a ring this process may not use (one per thread and fork).
+  if (slot.engine && slot.forks != forks) (void)slot.engine.release();
   if (!slot.engine || slot.generation != gen || slot.engine->capacity() < depth) {
     slot.engine.reset();  // drain and close the old ring before making the new one
     slot.engine = make_engine(kind, depth);
     slot.generation = gen;
+    slot.forks = forks;
   }
   return *slot.engine;
 }

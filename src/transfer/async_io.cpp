@@ -48,6 +48,8 @@
 // else holds is released when the thread is idle.
 #include "async_io.hpp"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -143,7 +145,9 @@ struct Lane {
 // One host function's reads. Claimed once: by the host function, or by the thread failing the
 // batch after the device reported an error (it then stays allocated: a late host function may
 // still look at `claimed`).
+class AsyncIo;
 struct CopyBatch {
+  AsyncIo* io = nullptr;
   Lane* lane = nullptr;
   std::vector<Request*> reqs;
   std::atomic<bool> claimed{false};
@@ -191,11 +195,34 @@ void finish_on_pool(std::unique_ptr<Request> r, std::string_view why = came_back
   });
 }
 
+// The instance, made on first use. A forked child makes its own: its parent's thread does not
+// exist there (and its ring is the parent's). Creation is locked across fork() (pthread_atfork).
+std::atomic<AsyncIo*> g_async_io{nullptr};
+std::mutex g_async_io_creation;
+void lock_async_io_creation() {
+  g_async_io_creation.lock();
+}
+void unlock_async_io_creation() {
+  g_async_io_creation.unlock();
+}
+void forget_async_io_in_child() {
+  g_async_io.store(nullptr);  // the parent's stays allocated: its requests are the parent's
+  g_async_io_creation.unlock();
+}
+
 class AsyncIo {
  public:
   static AsyncIo& instance() {
     // Leaked on purpose, like the default pool: the thread never exits.
-    static auto* io = new AsyncIo();
+    static const bool fork_aware =
+        ::pthread_atfork(&lock_async_io_creation, &unlock_async_io_creation,
+                         &forget_async_io_in_child) == 0;
+    (void)fork_aware;
+    if (AsyncIo* io = g_async_io.load(std::memory_order_acquire)) return *io;
+    const std::lock_guard lock(g_async_io_creation);
+    if (AsyncIo* io = g_async_io.load(std::memory_order_relaxed)) return *io;
+    auto* io = new AsyncIo();
+    g_async_io.store(io, std::memory_order_release);
     return *io;
   }
 
@@ -213,7 +240,10 @@ class AsyncIo {
   }
 
   // The host function after a batch's copies: fulfils its reads and gives their slots back.
-  static void copies_done(void* arg) { instance().finish_batch(static_cast<CopyBatch*>(arg)); }
+  static void copies_done(void* arg) {
+    auto* batch = static_cast<CopyBatch*>(arg);
+    batch->io->finish_batch(batch);
+  }
 
  private:
   enum class State : std::uint8_t { running, idle, in_kernel };
@@ -527,6 +557,7 @@ class AsyncIo {
         batch = new CopyBatch;
         lane.pending.push_back(batch);
       }
+      batch->io = this;
       batch->lane = &lane;
       batch->reqs.swap(lane.copying);
       try {

@@ -234,6 +234,23 @@ bool engine_usable(std::string_view engine, std::string* why) {
   return uring_available(why);
 }
 
+std::optional<DirectFile> direct_file(std::string_view name, std::size_t size, std::uint64_t seed, std::string* why) {
+  if (!engine_usable("uring", why)) return std::nullopt;
+  const auto root = folder_root(Folder::disk, why);
+  if (!root) return std::nullopt;
+  DirectFile f;
+  f.dir = std::make_unique<TempDir>(*root);
+  f.path = f.dir->file(name);
+  f.data = random_bytes(size, test_seed(seed));
+  write_file(f.path, f.data);
+  f.file = File::open(f.path, OpenMode::read_write);
+  if (!f.file.has_direct()) {
+    *why = "no O_DIRECT here: " + f.file.direct_reason();
+    return std::nullopt;
+  }
+  return f;
+}
+
 bool engine_runs_here(std::string_view engine) {
   std::string why;
   if (engine_usable(engine, &why)) return true;

@@ -17,6 +17,7 @@
 
 #include "sluice/config.hpp"
 #include "sluice/error.hpp"
+#include "sluice/file.hpp"
 #include "sluice/io_engine.hpp"
 #include "sluice/testing/engine_factory.hpp"
 #include "sluice/transfer.hpp"
@@ -123,6 +124,19 @@ struct Shape {
 /// engine_usable() for one pass of a loop over engines: when `engine` cannot run here, says so
 /// through skip_part() (a failure under strict mode) and returns false.
 [[nodiscard]] bool engine_runs_here(std::string_view engine);
+
+/// A file of random bytes in a disk folder, open read-write, for the suites of io_uring and
+/// O_DIRECT: the async I/O thread, fork().
+struct DirectFile {
+  std::unique_ptr<TempDir> dir;
+  std::string path;
+  std::vector<std::byte> data;
+  File file;
+};
+/// `size` bytes from `seed` in a file `name`; nullopt with `why` when this machine has no
+/// io_uring, no disk folder or no O_DIRECT there (the suite then skips).
+[[nodiscard]] std::optional<DirectFile> direct_file(std::string_view name, std::size_t size, std::uint64_t seed,
+                                                    std::string* why);
 
 /// An engine made directly, without going through the engine factory (so a factory can wrap
 /// one without calling itself).
