@@ -4,8 +4,8 @@
 // pool finishes. Before, the child's copy of the forking thread's io_uring was its parent's (the
 // kernel answered EEXIST: the ring's single issuer is the parent's task), and its async I/O
 // thread and pool workers did not exist, so a read_async in the child never completed.
-// Host memory only: a CUDA context does not survive fork() (CUDA's rule), nor do the sim
-// device's stream threads.
+// Devices: a CUDA context does not survive fork() (CUDA's rule), nor do the sim device's
+// stream threads, so open_device() in the child opens the child's own.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -15,12 +15,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include <fmt/format.h>
 
+#include "sluice/device.hpp"
 #include "sluice/file.hpp"
 #include "sluice/transfer.hpp"
 #include "support/test_util.hpp"
@@ -96,9 +98,47 @@ class Fork : public ::testing::Test {
     return std::span(data_).subspan(offset, n);
   }
 
-  // Forks a child that runs read_everything (and, with `depth` > 1, forks its own child first);
-  // "" when it exited 0, else how it ended.
-  [[nodiscard]] std::string child_reads(int depth) const {
+  // Into device memory of `dev`: 16 small read_async (the async I/O thread's pinned slots) and
+  // one synchronous read of 256 KiB (the pool's bounce pipeline).
+  [[nodiscard]] std::string device_reads(const std::shared_ptr<Device>& dev, const char* who) const {
+    TransferOptions o = opts_;
+    o.device = dev;
+    o.path = Path::bounce;
+    constexpr std::uint64_t big = 64 * block;
+    auto* mem = static_cast<std::byte*>(dev->alloc(16 * block + big));
+    std::vector<TransferFuture> futs;
+    for (std::uint64_t i = 0; i < 16; ++i) futs.push_back(read_async(file_, mem + i * block, block, i * 3 % blocks * block, o));
+    std::string why;
+    try {
+      const TransferResult r = read(file_, mem + 16 * block, big, 0, o);
+      if (r.bytes != big) why = fmt::format("{}: the device read got {} bytes ({})", who, r.bytes, r.reason);
+      for (std::size_t i = 0; i < futs.size() && why.empty(); ++i) {
+        if (futs[i].wait_for(std::chrono::seconds(20)) != std::future_status::ready) {
+          why = fmt::format("{}: device read {} did not complete in 20 s", who, i);
+        } else if (const TransferResult a = futs[i].get(); a.reason.find("async I/O thread") == std::string::npos) {
+          why = fmt::format("{}: device read {} did not take the async I/O thread: {}", who, i, a.reason);
+        }
+      }
+      std::vector<std::byte> host(16 * block + big);
+      if (why.empty()) dev->copy_to_host(host.data(), mem, host.size());
+      for (std::uint64_t i = 0; i < 16 && why.empty(); ++i) {
+        if (!test::same_bytes(std::span(host).subspan(i * block, block), want(i * 3 % blocks * block, block))) {
+          why = fmt::format("{}: device read {} has the wrong bytes", who, i);
+        }
+      }
+      if (why.empty() && !test::same_bytes(std::span(host).subspan(16 * block, big), want(0, big))) {
+        why = fmt::format("{}: the device read has the wrong bytes", who);
+      }
+    } catch (const std::exception& e) {
+      why = fmt::format("{}: {}", who, e.what());
+    }
+    dev->free(mem);
+    return why;
+  }
+
+  // Forks a child that runs `body` (and, with `depth` > 1, forks its own child first); "" when
+  // it exited 0, else how it ended.
+  [[nodiscard]] std::string child_runs(const std::function<std::string(const char*)>& body, int depth) const {
     const pid_t pid = ::fork();
     if (pid < 0) return "fork failed";
     if (pid == 0) {
@@ -106,8 +146,8 @@ class Fork : public ::testing::Test {
       const char* who = depth > 1 ? "child" : "grandchild";
       std::string why;
       try {
-        why = read_everything(who);
-        if (why.empty() && depth > 1) why = child_reads(depth - 1);
+        why = body(who);
+        if (why.empty() && depth > 1) why = child_runs(body, depth - 1);
       } catch (const std::exception& e) {  // never back into gtest, which belongs to the parent
         why = fmt::format("{}: {}", who, e.what());
       }
@@ -133,8 +173,24 @@ class Fork : public ::testing::Test {
 // a child, which forks a grandchild: each reads everything; the parent still does afterwards.
 TEST_F(Fork, AChildReadsAfterItsParentDid) {
   ASSERT_EQ(read_everything("parent"), "");
-  EXPECT_EQ(child_reads(2), "");
+  EXPECT_EQ(child_runs([this](const char* who) { return read_everything(who); }, 2), "");
   EXPECT_EQ(read_everything("parent, after the fork"), "");
+}
+
+// A device opened before the fork is the parent's (the sim's stream threads, a CUDA context):
+// open_device() in the child opens one of the child's own, which reads as the parent's does.
+TEST_F(Fork, AChildOpensADeviceOfItsOwn) {
+  const std::shared_ptr<Device> parent = open_device("sim");
+  ASSERT_EQ(device_reads(parent, "parent"), "");
+  EXPECT_EQ(child_runs(
+                [&parent, this](const char* who) {
+                  const std::shared_ptr<Device> mine = open_device("sim");
+                  if (mine == parent) return fmt::format("{}: open_device gave the parent's device", who);
+                  return device_reads(mine, who);
+                },
+                2),
+            "");
+  EXPECT_EQ(device_reads(parent, "parent, after the fork"), "");
 }
 
 }  // namespace

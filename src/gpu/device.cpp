@@ -1,3 +1,5 @@
+#include <pthread.h>
+
 #include <map>
 #include <mutex>
 #include <utility>
@@ -102,20 +104,42 @@ std::shared_ptr<Device> open_uncached(const DeviceSetting& setting, const std::s
 
 }  // namespace
 
+namespace {
+
+// The devices open_device() made, by setting. Leaked on purpose: devices must not be torn down
+// from static destructors (CUDA may already be unloading, and pool threads may still hold
+// streams). A forked child starts afresh: its parent's devices have no threads there (the sim's
+// streams) and no context CUDA lets it use. The lock is held across fork() (pthread_atfork), so
+// the child never inherits it held.
+using DeviceCache = std::map<std::string, std::shared_ptr<Device>, std::less<>>;
+DeviceCache* g_devices = nullptr;  // under g_devices_mutex
+std::mutex g_devices_mutex;
+void lock_devices() {
+  g_devices_mutex.lock();
+}
+void unlock_devices() {
+  g_devices_mutex.unlock();
+}
+void forget_devices_in_child() {
+  g_devices = nullptr;  // the parent's stay allocated, so no new device takes one's address
+  g_devices_mutex.unlock();
+}
+
+}  // namespace
+
 std::shared_ptr<Device> open_device(const DeviceSetting& setting) {
   if (setting.ordinal && setting.kind != DeviceChoice::cuda) {
     throw_usage_error({.op = "device"}, fmt::format("an ordinal ({}) needs device kind cuda, not {}",
                                                     *setting.ordinal, to_string(setting.kind)));
   }
-  // Leaked on purpose: devices must not be torn down from static destructors (CUDA may already be
-  // unloading, and pool threads may still hold streams).
-  static auto* cache = new std::map<std::string, std::shared_ptr<Device>, std::less<>>();
-  static std::mutex mutex;
+  static const bool fork_aware = ::pthread_atfork(&lock_devices, &unlock_devices, &forget_devices_in_child) == 0;
+  (void)fork_aware;
   const std::string spec = to_string(setting);
-  std::lock_guard lock(mutex);
-  if (auto it = cache->find(spec); it != cache->end()) return it->second;
+  const std::lock_guard lock(g_devices_mutex);
+  if (g_devices == nullptr) g_devices = new DeviceCache();
+  if (auto it = g_devices->find(spec); it != g_devices->end()) return it->second;
   auto dev = open_uncached(setting, spec);
-  (*cache)[spec] = dev;
+  (*g_devices)[spec] = dev;
   return dev;
 }
 
