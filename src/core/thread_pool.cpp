@@ -1,10 +1,8 @@
 #include "sluice/thread_pool.hpp"
 
-#include <pthread.h>
-
 #include <algorithm>
-#include <atomic>
 
+#include "core/per_process.hpp"
 #include "sluice/config.hpp"
 
 namespace sluice {
@@ -52,39 +50,13 @@ void ThreadPool::run() {
   }
 }
 
-namespace {
-
-// The default pool, made on first use. A forked child gets a pool of its own: its parent's
-// workers do not exist in it, so work posted to theirs would never run. Creation is locked across
-// fork() (pthread_atfork), so the child never inherits the lock held.
-std::atomic<ThreadPool*> g_pool{nullptr};
-std::mutex g_pool_creation;
-void lock_pool_creation() {
-  g_pool_creation.lock();
-}
-void unlock_pool_creation() {
-  g_pool_creation.unlock();
-}
-void forget_pool_in_child() {
-  g_pool.store(nullptr);  // the parent's stays allocated: its workers' state is not ours to free
-  g_pool_creation.unlock();
-}
-
-}  // namespace
-
 ThreadPool& default_pool() {
   // Leaked on purpose: workers may still hold thread-local engines when static destructors run,
-  // and a joined pool at exit would block on work queued by other static destructors.
-  static const bool fork_aware =
-      ::pthread_atfork(&lock_pool_creation, &unlock_pool_creation, &forget_pool_in_child) == 0;
-  (void)fork_aware;
-  if (ThreadPool* p = g_pool.load(std::memory_order_acquire)) return *p;
-  const std::lock_guard lock(g_pool_creation);
-  if (ThreadPool* p = g_pool.load(std::memory_order_relaxed)) return *p;
-  auto* pool =
-      new ThreadPool(std::max(config()->effective_threads(), std::thread::hardware_concurrency()));
-  g_pool.store(pool, std::memory_order_release);
-  return *pool;
+  // and a joined pool at exit would block on work queued by other static destructors. One per
+  // process: a forked child's parent's workers do not exist in it (per_process.hpp).
+  return detail::PerProcess<ThreadPool>::get([] {
+    return new ThreadPool(std::max(config()->effective_threads(), std::thread::hardware_concurrency()));
+  });
 }
 
 }  // namespace sluice

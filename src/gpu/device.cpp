@@ -1,5 +1,3 @@
-#include <pthread.h>
-
 #include <map>
 #include <mutex>
 #include <utility>
@@ -7,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "core/cuda_codes.hpp"
+#include "core/per_process.hpp"
 #include "cuda_device.hpp"
 #include "sim_device.hpp"
 #include "sluice/config.hpp"
@@ -108,22 +107,13 @@ namespace {
 
 // The devices open_device() made, by setting. Leaked on purpose: devices must not be torn down
 // from static destructors (CUDA may already be unloading, and pool threads may still hold
-// streams). A forked child starts afresh: its parent's devices have no threads there (the sim's
-// streams) and no context CUDA lets it use. The lock is held across fork() (pthread_atfork), so
-// the child never inherits it held.
-using DeviceCache = std::map<std::string, std::shared_ptr<Device>, std::less<>>;
-DeviceCache* g_devices = nullptr;  // under g_devices_mutex
-std::mutex g_devices_mutex;
-void lock_devices() {
-  g_devices_mutex.lock();
-}
-void unlock_devices() {
-  g_devices_mutex.unlock();
-}
-void forget_devices_in_child() {
-  g_devices = nullptr;  // the parent's stay allocated, so no new device takes one's address
-  g_devices_mutex.unlock();
-}
+// streams). One per process (per_process.hpp): a forked child's parent's devices have no threads
+// there (the sim's streams) and no context CUDA lets it use. The parent's stay allocated, so no
+// device of the child's takes one's address (the pinned pools are kept by device address).
+struct DeviceCache {
+  std::mutex mutex;
+  std::map<std::string, std::shared_ptr<Device>, std::less<>> devices;  // under mutex
+};
 
 }  // namespace
 
@@ -132,14 +122,12 @@ std::shared_ptr<Device> open_device(const DeviceSetting& setting) {
     throw_usage_error({.op = "device"}, fmt::format("an ordinal ({}) needs device kind cuda, not {}",
                                                     *setting.ordinal, to_string(setting.kind)));
   }
-  static const bool fork_aware = ::pthread_atfork(&lock_devices, &unlock_devices, &forget_devices_in_child) == 0;
-  (void)fork_aware;
+  DeviceCache& cache = detail::PerProcess<DeviceCache>::get([] { return new DeviceCache(); });
   const std::string spec = to_string(setting);
-  const std::lock_guard lock(g_devices_mutex);
-  if (g_devices == nullptr) g_devices = new DeviceCache();
-  if (auto it = g_devices->find(spec); it != g_devices->end()) return it->second;
+  const std::lock_guard lock(cache.mutex);
+  if (auto it = cache.devices.find(spec); it != cache.devices.end()) return it->second;
   auto dev = open_uncached(setting, spec);
-  (*g_devices)[spec] = dev;
+  cache.devices[spec] = dev;
   return dev;
 }
 

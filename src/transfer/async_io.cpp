@@ -48,8 +48,6 @@
 // else holds is released when the thread is idle.
 #include "async_io.hpp"
 
-#include <pthread.h>
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -62,6 +60,7 @@
 
 #include <fmt/format.h>
 
+#include "core/per_process.hpp"
 #include "sluice/error.hpp"
 #include "sluice/stats.hpp"
 #include "sluice/thread_pool.hpp"
@@ -195,35 +194,12 @@ void finish_on_pool(std::unique_ptr<Request> r, std::string_view why = came_back
   });
 }
 
-// The instance, made on first use. A forked child makes its own: its parent's thread does not
-// exist there (and its ring is the parent's). Creation is locked across fork() (pthread_atfork).
-std::atomic<AsyncIo*> g_async_io{nullptr};
-std::mutex g_async_io_creation;
-void lock_async_io_creation() {
-  g_async_io_creation.lock();
-}
-void unlock_async_io_creation() {
-  g_async_io_creation.unlock();
-}
-void forget_async_io_in_child() {
-  g_async_io.store(nullptr);  // the parent's stays allocated: its requests are the parent's
-  g_async_io_creation.unlock();
-}
-
 class AsyncIo {
  public:
   static AsyncIo& instance() {
-    // Leaked on purpose, like the default pool: the thread never exits.
-    static const bool fork_aware =
-        ::pthread_atfork(&lock_async_io_creation, &unlock_async_io_creation,
-                         &forget_async_io_in_child) == 0;
-    (void)fork_aware;
-    if (AsyncIo* io = g_async_io.load(std::memory_order_acquire)) return *io;
-    const std::lock_guard lock(g_async_io_creation);
-    if (AsyncIo* io = g_async_io.load(std::memory_order_relaxed)) return *io;
-    auto* io = new AsyncIo();
-    g_async_io.store(io, std::memory_order_release);
-    return *io;
+    // Leaked on purpose, like the default pool: the thread never exits. One per process: a forked
+    // child's parent's thread does not exist in it, and its ring is the parent's (per_process.hpp).
+    return PerProcess<AsyncIo>::get([] { return new AsyncIo(); });
   }
 
   void submit(std::vector<std::unique_ptr<Request>>& reqs) {

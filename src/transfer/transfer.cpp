@@ -245,8 +245,8 @@ bool async_fits(IoOp op, const File& file, const void* buf, std::uint64_t size,
     *t = {op, file, static_cast<std::byte*>(const_cast<void*>(buf)), size, offset};
     if (bounce) {
       t->device = o.device;
-      const std::string how = fmt::format("O_DIRECT; async I/O thread, a pinned slot of {}",
-                                          format_size(detail::device_slot_size));
+      static const std::string how =
+          fmt::format("O_DIRECT; async I/O thread, a pinned slot of {}", format_size(detail::device_slot_size));
       t->reason = c.strict ? how : c.reason() + "; " + how;
     }
     if (!detail::async_eligible(*t, *cfg, o.sync)) return false;
