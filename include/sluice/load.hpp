@@ -54,6 +54,15 @@ class SLUICE_API Checkpoint {
   [[nodiscard]] const File& file(std::size_t index) const { return *files_.at(index); }
   [[nodiscard]] std::uint64_t total_bytes() const noexcept;
 
+  /// A checkpoint of part of one tensor: elements [first, first + count) of tensor `name`, in
+  /// the order they are stored, as a 1-d tensor of the same name and type in the same file.
+  /// Loading it reads only those bytes: a shard of a tensor for tensor parallelism, or the
+  /// smallest range that holds a slice (safe_open's get_slice in the Python package). Throws a
+  /// usage Error for an unknown name, a range past the tensor's last element, or one that does
+  /// not start and end on a byte (types of fewer than 8 bits per element: F4, F6_*).
+  [[nodiscard]] Checkpoint part(std::string_view name, std::uint64_t first,
+                                std::uint64_t count) const;
+
  private:
   void add(TensorFileLayout layout, std::unique_ptr<File> file);
   void index_tensors();

@@ -26,7 +26,7 @@ whole API, docs/save.md the save sequence.
 
 from . import data
 from ._errors import Error, FileExistsError, FileNotFoundError, IsADirectoryError, PermissionError
-from ._safe_open import safe_open
+from ._safe_open import SafeSlice, safe_open
 from ._sluice import File, Future, Result, Tensor, __version__, last_load_report, last_save_report, load, loaded_bytes_in_use
 
 __all__ = [
@@ -38,6 +38,7 @@ __all__ = [
     "IsADirectoryError",
     "PermissionError",
     "Result",
+    "SafeSlice",
     "Tensor",
     "data",
     "__version__",

@@ -128,6 +128,11 @@ class _Checkpoint:
     def metadata(self) -> Optional[Dict[str, str]]: ...
     def load(self, device: Device = "cpu", *, tensors: Union[None, str, Sequence[str]] = None,
              rank: Optional[int] = None, world: Optional[int] = None) -> Dict[str, Tensor]: ...
+    def describe(self, name: str) -> Tuple[str, Tuple[int, ...], bool, int]:
+        """(dtype, shape, fortran_order, bits per element) of tensor `name`; ValueError when none."""
+    def load_part(self, name: str, first: int, count: int, device: Device = "cpu") -> Tensor:
+        """Elements [first, first + count) of tensor `name`, in storage order, as a 1-d Tensor on
+        `device`: only their bytes are read."""
 
 
 def last_save_report() -> Optional[Result]:

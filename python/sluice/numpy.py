@@ -44,6 +44,16 @@ def to_numpy(tensor: "_sluice.Tensor") -> "_numpy.ndarray":
     return flat.reshape(tuple(tensor.shape), order="F" if tensor.fortran_order else "C")
 
 
+def _strided(flat: "_numpy.ndarray", offset: int, shape, strides) -> "_numpy.ndarray":
+    """The elements of the 1-d ``flat`` at ``offset`` with ``shape`` and element ``strides``
+    (negative ones too), C-contiguous: a view when they are all of ``flat`` in order, else a copy."""
+    view = _numpy.lib.stride_tricks.as_strided(flat[offset:], shape=tuple(shape),
+                                               strides=tuple(s * flat.itemsize for s in strides))
+    if view.flags.c_contiguous and view.size == flat.size:
+        return view
+    return view.copy(order="C")
+
+
 def load_file(filename) -> "dict[str, _numpy.ndarray]":
     """As ``safetensors.numpy.load_file``: every tensor of ``filename`` in host memory."""
     return {name: to_numpy(t) for name, t in _sluice.load(filename, "cpu").items()}

@@ -55,6 +55,15 @@ def to_torch(tensor: "_sluice.Tensor") -> "_torch.Tensor":
     return flat.reshape(shape[::-1]).permute(*reversed(range(len(shape))))
 
 
+def _strided(flat: "_torch.Tensor", offset: int, shape, strides) -> "_torch.Tensor":
+    """The elements of the 1-d ``flat`` at ``offset`` with ``shape`` and element ``strides``,
+    contiguous: a view when they are all of ``flat`` in order, else a copy on its device."""
+    view = flat.as_strided(shape, strides, flat.storage_offset() + offset)
+    if view.is_contiguous() and view.numel() == flat.numel():
+        return view
+    return view.contiguous()
+
+
 def load_file(filename, device="cpu") -> "dict[str, _torch.Tensor]":
     """As ``safetensors.torch.load_file``: every tensor of ``filename`` on ``device`` ("cpu",
     "cuda", "cuda:N", an int N, a torch.device; also sluice's "sim" and "pinned")."""

@@ -136,7 +136,33 @@ void bind_checkpoint(py::module_& m) {
             return load_checkpoint(cp, device, {tensor_names(tensors), rank, world});
           },
           py::arg("device") = "cpu", py::kw_only(), py::arg("tensors") = py::none(),
-          py::arg("rank") = py::none(), py::arg("world") = py::none());
+          py::arg("rank") = py::none(), py::arg("world") = py::none())
+      .def(
+          "describe",
+          [](const Checkpoint& cp, const std::string& name) {
+            const TensorInfo* t = cp.find(name);
+            if (t == nullptr) {  // as get_tensor says it
+              throw py::value_error("no tensor named '" + name + "' in the " +
+                                    std::to_string(cp.layouts().size()) + " file(s) given");
+            }
+            py::tuple shape(t->shape.size());
+            for (std::size_t i = 0; i < t->shape.size(); ++i) shape[i] = t->shape[i];
+            return py::make_tuple(dtype_name(*t), shape, t->fortran_order, t->element_bits);
+          },
+          py::arg("name"),
+          "(dtype, shape, fortran_order, bits per element) of tensor `name`; ValueError when none.")
+      .def(
+          "load_part",
+          [](const Checkpoint& cp, const std::string& name, std::uint64_t first,
+             std::uint64_t count, const py::object& device) {
+            const Checkpoint part = cp.part(name, first, count);  // no I/O: the GIL stays
+            const py::dict one = load_checkpoint(part, device, {});
+            return py::object(one[py::str(name)]);  // not the accessor: it refers to `one`
+          },
+          py::arg("name"), py::arg("first"), py::arg("count"), py::arg("device") = "cpu",
+          "Elements [first, first + count) of tensor `name`, in storage order, as a 1-d "
+          "sluice.Tensor "
+          "on `device`: only their bytes are read (Checkpoint::part).");
 }
 
 }  // namespace

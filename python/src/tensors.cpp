@@ -19,10 +19,13 @@ HostBytes Tensor::host_bytes() const {
   return {owner_, tensor_->data, static_cast<py::ssize_t>(info().bytes)};
 }
 
+std::string dtype_name(const TensorInfo& t) {
+  if (t.dtype == DType::c128) return "C128";
+  return dtype_text(t, TensorFormat::safetensors);
+}
+
 std::string Tensor::dtype() const {
-  if (bytes_view_) return "U8";
-  if (info().dtype == DType::c128) return "C128";
-  return dtype_text(info(), TensorFormat::safetensors);
+  return bytes_view_ ? "U8" : dtype_name(info());
 }
 
 py::tuple Tensor::shape() const {

@@ -31,6 +31,10 @@ struct HostBytes {
   pybind11::ssize_t nbytes = 0;
 };
 
+/// The dtype as sluice.Tensor.dtype spells it: safetensors' name ("F32", "BF16"; "C128", which
+/// safetensors lacks), or for an .npy type sluice has no DType for, NumPy's descr ("|S5", ">i4").
+[[nodiscard]] std::string dtype_name(const TensorInfo& t);
+
 class Tensor {
  public:
   /// `bytes_view`: the tensor's bytes as a 1-d U8 tensor (view_bytes()).
@@ -39,8 +43,7 @@ class Tensor {
 
   [[nodiscard]] const TensorInfo& info() const noexcept { return *tensor_->info; }
   [[nodiscard]] const std::string& name() const noexcept { return info().name; }
-  /// The safetensors spelling ("F32", "BF16"; "C128", which safetensors lacks), or for an .npy
-  /// type sluice has no DType for, NumPy's descr ("|S5", ">i4"). "U8" for a bytes view.
+  /// dtype_name(), or "U8" for a bytes view.
   [[nodiscard]] std::string dtype() const;
   [[nodiscard]] pybind11::tuple shape() const;
   [[nodiscard]] std::uint64_t nbytes() const noexcept { return info().bytes; }

@@ -190,6 +190,82 @@ def test_safe_open_keys_metadata_and_tensors(tmp_path):
         sluice.safe_open(path, framework="tf")
 
 
+# Basic indexes a tensor of shape (6, 5, 4) takes, and the bytes from the first element each
+# selects to the last (F32: 4 bytes each), which is what get_slice reads.
+SLICE_INDEXES = [
+    (0, 80), (-1, 80), (slice(1, 4), 240), ((slice(None), slice(1, 3)), 432), ((Ellipsis, 2), 468),
+    ((None, slice(2, 5), Ellipsis, None), 240), ((slice(None, None, 2), -2), 336), ((slice(10, 20),), 0),
+    ((), 480), (Ellipsis, 480), ((1, 2, 3), 4), ((np.int64(2), slice(-3, None)), 48), ((slice(2, 2),), 0),
+]
+
+
+def test_safe_open_get_slice_equals_indexing_the_whole_tensor(tmp_path):
+    torch = need("torch")
+    rng = np.random.default_rng(5)
+    tensors = {f"{d.lower()}": (d, (6, 5, 4), sample(d, (6, 5, 4), rng)) for d in ["F32", "BF16", "I8", "BOOL", "F16"]}
+    tensors["scalar"] = ("F64", (), sample("F64", (), rng))
+    tensors["empty"] = ("I32", (3, 0), b"")
+    path = write_safetensors(tmp_path / "s.safetensors", tensors)
+    with sluice.safe_open(path, framework="pt") as f:
+        s = f.get_slice("f32")
+        assert (s.get_shape(), s.get_dtype()) == ([6, 5, 4], "F32")
+        assert isinstance(s, sluice.SafeSlice) and "f32" in repr(s)
+        for name, (dtype, shape, data) in tensors.items():
+            whole = reference_torch(dtype, shape, data)
+            indexes = [(i, None) for i, _ in SLICE_INDEXES] if shape == (6, 5, 4) else [((), None), (Ellipsis, None)]
+            for index, _ in indexes:
+                got = f.get_slice(name)[index]
+                want = whole[index]
+                assert got.dtype == want.dtype and got.shape == want.shape, (name, index)
+                assert torch.equal(got, want), (name, index)
+                assert got.is_contiguous(), (name, index)
+        for index, span in SLICE_INDEXES:
+            f.get_slice("f32")[index]
+            assert sluice.last_load_report().bytes == span, index
+    # Made before the file was closed, it still reads (as safetensors' does).
+    assert torch.equal(s[3], reference_torch(*tensors["f32"])[3])
+    with sluice.safe_open(path, framework="np") as f:
+        whole = reference_numpy(*tensors["i8"])
+        for index in [(slice(5, 1, -2),), (slice(None), slice(None, None, -1), 1), (1, 2, 3), (Ellipsis, None),
+                      *(i for i, _ in SLICE_INDEXES)]:
+            got = f.get_slice("i8")[index]
+            assert isinstance(got, np.ndarray) and got.shape == whole[index].shape, index
+            assert np.array_equal(got, whole[index]), index
+    with sluice.safe_open(path, framework="pt", device="sim") as f:
+        assert torch.equal(f.get_slice("bf16")[2:4, 1], reference_torch(*tensors["bf16"])[2:4, 1])
+        assert sluice.last_load_report().path == "bounce"
+
+
+def test_get_slice_of_column_major_npy_and_the_errors(tmp_path):
+    torch = need("torch")
+    a = np.asfortranarray(np.arange(60, dtype=np.float32).reshape(3, 4, 5))
+    np.save(tmp_path / "f.npy", a)
+    with sluice.safe_open(tmp_path / "f.npy", framework="np") as f:
+        for index in [1, (slice(None), 2), (Ellipsis, slice(1, 3)), (2, 3, 4)]:
+            assert np.array_equal(f.get_slice("f")[index], a[index]), index
+    path = write_safetensors(tmp_path / "e.safetensors", {"x": ("F32", (6, 5, 4), bytes(480)),
+                                                         "nib": ("F4", (4,), b"\x12\x34")})
+    with sluice.safe_open(path, framework="pt") as f:
+        s = f.get_slice("x")
+        for index, error, says in [((0, 0, 0, 0), IndexError, "too many indices"),
+                                   (6, IndexError, "out of bounds for dimension 0 with size 6"),
+                                   ((0, -6), IndexError, "out of bounds for dimension 1 with size 5"),
+                                   ([1, 2], TypeError, "advanced indexing"),
+                                   (torch.tensor([1, 2]), TypeError, "advanced indexing"),
+                                   (True, TypeError, "boolean"),
+                                   ((Ellipsis, Ellipsis), IndexError, "single ellipsis"),
+                                   (slice(None, None, -1), ValueError, "step must be greater than zero"),
+                                   (slice(None, None, 0), ValueError, "cannot be zero")]:
+            with pytest.raises(error, match=says):
+                s[index]
+        with pytest.raises(TypeError, match="'nib' has 4 bits per element"):
+            f.get_slice("nib")[0:2]
+        with pytest.raises(ValueError, match="no tensor named 'nope'"):
+            f.get_slice("nope")
+    with pytest.raises(ValueError, match="closed"):
+        f.get_slice("x")
+
+
 # --- sluice.load and sluice.Tensor --------------------------------------------------------------
 
 def test_tensors_describe_themselves_and_export_through_dlpack(tmp_path):
@@ -310,6 +386,12 @@ def test_cuda_loads_are_torch_cuda_tensors(tmp_path, device):
     assert {t.device for t in got.values()} == {torch.device("cuda:0")}
     assert_torch_equal(got, path)
     assert sluice.load(path, device=device)["f32.2"].__dlpack_device__() == (2, 0)
+    want, _ = read_safetensors(path)
+    with sluice.safe_open(path, framework="pt", device=device) as f:
+        for name, index in [("f32.5", (slice(1, None), Ellipsis, slice(None, None, 2))), ("bf16.3", (slice(1, 3),))]:
+            part = f.get_slice(name)[index]
+            assert part.device == torch.device("cuda:0"), name
+            assert torch.equal(part.cpu(), reference_torch(*want[name])[index]), name
 
 
 # --- Memory lifetime ----------------------------------------------------------------------------
@@ -402,5 +484,5 @@ def test_every_public_name_is_exported_and_has_a_stub():
     stubbed |= {t.id for node in tree.body if isinstance(node, ast.AnnAssign) for t in [node.target]}
     public = {name for name in dir(_sluice) if not name.startswith("_")} - {"Error"}
     assert public - stubbed == set()
-    assert {"load", "Tensor", "last_load_report", "loaded_bytes_in_use", "safe_open"} <= set(sluice.__all__)
+    assert {"load", "Tensor", "last_load_report", "loaded_bytes_in_use", "safe_open", "SafeSlice"} <= set(sluice.__all__)
     assert all(hasattr(sluice, name) for name in sluice.__all__)

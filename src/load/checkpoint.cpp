@@ -174,6 +174,47 @@ const TensorInfo* Checkpoint::find(std::string_view name) const {
   return it == by_name_.end() ? nullptr : &tensors_[it->second];
 }
 
+Checkpoint Checkpoint::part(std::string_view name, std::uint64_t first, std::uint64_t count) const {
+  const TensorInfo* t = find(name);
+  if (t == nullptr) {
+    throw_usage_error({.op = "load"}, fmt::format("no tensor named '{}' in the {} file(s) given",
+                                                  name, layouts_.size()));
+  }
+  const TensorFileLayout& from = layouts_[t->file_index];
+  const ErrorContext ctx{.op = "load", .path = from.path};
+  const std::uint64_t bits = t->element_bits;
+  // The parser checked bytes == elements x bits / 8, so this is the tensor's element count.
+  const std::uint64_t elements = bits == 0 ? 0 : t->bytes * 8 / bits;
+  if (first > elements || count > elements - first) {
+    throw_usage_error(ctx, fmt::format("elements [{}, {}) of tensor '{}': it has {}", first,
+                                       first + count, name, elements));
+  }
+  if ((first * bits) % 8 != 0 || (count * bits) % 8 != 0) {
+    throw_usage_error(
+        ctx, fmt::format("elements [{}, {}) of tensor '{}' do not start and end on a byte ({} bits "
+                         "per element)",
+                         first, first + count, name, bits));
+  }
+  TensorInfo piece = *t;
+  piece.shape = {count};
+  piece.offset = t->offset + first * bits / 8;
+  piece.bytes = count * bits / 8;
+  piece.fortran_order = false;
+  TensorFileLayout layout;
+  layout.path = from.path;
+  layout.format = from.format;
+  layout.file_size = from.file_size;
+  layout.data_offset = from.data_offset;
+  layout.header_bytes = from.header_bytes;
+  layout.version = from.version;
+  layout.metadata = from.metadata;
+  layout.tensors = {std::move(piece)};
+  Checkpoint cp;
+  cp.add(std::move(layout), std::make_unique<File>(*files_[t->file_index]));
+  cp.index_tensors();
+  return cp;
+}
+
 std::uint64_t Checkpoint::total_bytes() const noexcept {
   std::uint64_t n = 0;
   for (const auto& t : tensors_) n += t.bytes;

@@ -181,6 +181,61 @@ TEST_F(Loader, LoadsEveryTargetWithEveryByteRight) {
   }
 }
 
+// Part of a tensor: only its bytes are read, from the right place, as a 1-d tensor of its type;
+// the checkpoint it came from and a Fortran-order .npy make no difference (storage order).
+TEST_F(Loader, PartOfATensorReadsOnlyItsElements) {
+  std::vector<StTensor> ts = model(3, 6);
+  ts.push_back({"w", "BF16", {64, 33}, pattern(64 * 33 * 2, 7)});
+  ts.push_back({"nib", "F4", {10}, pattern(5, 8)});
+  const auto a = put("a.safetensors", test::safetensors_file(ts));
+  const auto c =
+      put("c.npy", test::npy_file(1, "{'descr': '<f8', 'fortran_order': True, 'shape': (3, 7), }",
+                                  pattern(168)));
+  const Checkpoint cp = Checkpoint::open(std::vector<std::string>{a, c});
+  auto dev = open_device("sim");
+  struct Case {
+    const char* name;
+    std::uint64_t first, count;
+  };
+  for (const Case& k : {Case{"w", 33 * 10, 33 * 5}, Case{"w", 0, 64 * 33}, Case{"w", 5, 0},
+                        Case{"w", 64 * 33, 0}, Case{"c", 4, 9}, Case{"nib", 2, 6}}) {
+    const Checkpoint part = cp.part(k.name, k.first, k.count);
+    ASSERT_EQ(part.tensors().size(), 1u);
+    const TensorInfo& whole = *cp.find(k.name);
+    const TensorInfo& t = part.tensors()[0];
+    EXPECT_EQ(t.name, k.name);
+    EXPECT_EQ(t.dtype, whole.dtype);
+    EXPECT_EQ(t.shape, std::vector<std::uint64_t>{k.count});
+    EXPECT_FALSE(t.fortran_order);
+    EXPECT_EQ(t.offset, whole.offset + k.first * whole.element_bits / 8);
+    EXPECT_EQ(t.bytes, k.count * whole.element_bits / 8);
+    for (LoadTarget target : {LoadTarget::device, LoadTarget::pageable_host}) {
+      LoadOptions o;
+      o.target = target;
+      o.device = dev;
+      const LoadedTensors got = load(part, o);
+      ASSERT_EQ(got.tensors().size(), 1u);
+      EXPECT_EQ(got.result().bytes, t.bytes) << k.name;
+      expect_bytes(part, got);
+    }
+  }
+  const Checkpoint sharded = cp.part("w", 33, 33);
+  EXPECT_EQ(sharded.layouts()[0].path, a);
+  EXPECT_EQ(sharded.layouts()[0].file_size, cp.layouts()[0].file_size);
+  // What cannot be a part: an unknown name, elements past the end, a range that splits a byte.
+  for (auto [name, first, count, says] :
+       {std::tuple{"nope", 0, 1, "no tensor named 'nope'"},
+        std::tuple{"w", 64 * 33 - 1, 2, "it has 2112"},
+        std::tuple{"w", 64 * 33 + 1, 0, "it has 2112"},
+        std::tuple{"nib", 1, 2, "do not start and end on a byte"},
+        std::tuple{"nib", 0, 3, "do not start and end on a byte"}}) {
+    auto e = test::error_of([&] { (void)cp.part(name, first, count); });
+    ASSERT_TRUE(e) << name << " " << first << " " << count;
+    EXPECT_EQ(e->domain(), ErrorDomain::usage);
+    EXPECT_NE(std::string(e->what()).find(says), std::string::npos) << e->what();
+  }
+}
+
 TEST_F(Loader, TensorsOutliveTheCheckpoint) {
   const std::vector<StTensor> ts = model(3, 9);
   const auto a = put("a.safetensors", test::safetensors_file(ts));
