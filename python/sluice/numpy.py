@@ -78,6 +78,8 @@ def save_file(tensor_dict, filename, metadata=None) -> None:
         raise TypeError(f"tensor_dict must be a dict of str to numpy.ndarray, not {type(tensor_dict).__name__}")
     entries = []
     for name, a in tensor_dict.items():
+        if not isinstance(name, str):
+            raise TypeError(f"tensor names must be str, not {type(name).__name__}: {name!r}")
         a = _numpy.asarray(a)
         if a.dtype.byteorder == ">":
             a = a.astype(a.dtype.newbyteorder("<"))

@@ -91,6 +91,8 @@ def _entries(tensors) -> list:
         raise TypeError(f"tensors must be a dict of str to torch.Tensor, not {type(tensors).__name__}")
     out = []
     for name, t in tensors.items():
+        if not isinstance(name, str):
+            raise TypeError(f"tensor names must be str, not {type(name).__name__}: {name!r}")
         if not isinstance(t, _torch.Tensor):
             raise TypeError(f"tensor {name!r} is a {type(t).__name__}, not a torch.Tensor")
         if t.layout != _torch.strided:
@@ -109,6 +111,38 @@ def _entries(tensors) -> list:
     return out
 
 
+def _storage_ptr(t: "_torch.Tensor") -> int:
+    """Where the storage under ``t`` starts (untyped_storage() since PyTorch 2.0)."""
+    untyped = getattr(t, "untyped_storage", None)
+    return untyped().data_ptr() if untyped is not None else t.storage().data_ptr()
+
+
+def _shared(tensors) -> "list[list[str]]":
+    """Groups of names whose tensors overlap in memory (the same storage, overlapping bytes), as
+    safetensors finds them; tensors of no bytes share nothing."""
+    by_storage = {}
+    for name, t in tensors.items():
+        if t.numel() > 0 and t.device.type != "meta":
+            start = t.data_ptr()
+            by_storage.setdefault((t.device, _storage_ptr(t)), []).append(
+                (start, start + t.numel() * t.element_size(), name))
+    groups = []
+    for spans in by_storage.values():
+        spans.sort()
+        group, end = [], -1
+        for start, stop, name in spans:
+            if group and start < end:
+                group.append(name)
+            else:
+                if len(group) > 1:
+                    groups.append(group)
+                group = [name]
+            end = max(end, stop)
+        if len(group) > 1:
+            groups.append(group)
+    return sorted(sorted(g) for g in groups)
+
+
 def _device_text(device):
     return None if device is None else str(device)
 
@@ -118,8 +152,16 @@ def save_file(tensors, filename, metadata=None, *, device=None) -> None:
     safetensors file ``filename``, with ``metadata`` ({str: str}) as its ``__metadata__``. The file
     appears complete or not at all, and is on stable storage when this returns. CUDA tensors go
     through the bounce path or GPUDirect; ``device="sim"`` says CPU tensors live on sluice's
-    simulated GPU (loaded with device="sim"). sluice.last_save_report() says how."""
-    _sluice._save_safetensors(_os_path(filename), _entries(tensors), metadata, _device_text(device))
+    simulated GPU (loaded with device="sim"). sluice.last_save_report() says how. Tensors that
+    share memory (tied weights) raise RuntimeError, as safetensors' save_file does: saved twice,
+    they would load back as two tensors."""
+    entries = _entries(tensors)
+    shared = _shared(tensors)
+    if shared:
+        raise RuntimeError(f"Some tensors share memory, this would save their bytes twice and load them back as "
+                           f"separate tensors: {shared}. Save one name of each group (and tie them again after "
+                           "loading), or .clone() the others.")
+    _sluice._save_safetensors(_os_path(filename), entries, metadata, _device_text(device))
 
 
 def save_checkpoint(state_dict, directory, max_shard_size="5GB", *, metadata=None, device=None) -> "list[str]":

@@ -145,7 +145,21 @@ def test_torch_save_file_refuses_what_safetensors_refuses(tmp_path):
         sluice.torch.save_file({"t": [1, 2]}, tmp_path / "x.safetensors")
     with pytest.raises(FileNotFoundError):
         sluice.torch.save_file({"t": torch.zeros(1)}, tmp_path / "no" / "such" / "x.safetensors")
+    with pytest.raises(TypeError, match="tensor names must be str, not int: 1"):
+        sluice.torch.save_file({1: torch.zeros(1)}, tmp_path / "x.safetensors")
+    with pytest.raises(TypeError, match="tensor names must be str, not int: 2"):
+        sluice.numpy.save_file({2: np.zeros(1)}, tmp_path / "x.safetensors")
+    # Tensors that overlap in memory (tied weights) are refused, naming each group once.
+    w = torch.arange(12.0).reshape(3, 4)
+    with pytest.raises(RuntimeError, match=r"share memory.*\[\['embed', 'head'\]\]"):
+        sluice.torch.save_file({"embed": w, "head": w, "bias": torch.zeros(3)}, tmp_path / "x.safetensors")
+    with pytest.raises(RuntimeError, match=r"\[\['a', 'b', 'd'\]\]"):
+        sluice.torch.save_file({"a": w[:2], "b": w[1:], "c": w[1:2].clone(), "d": w[0]}, tmp_path / "x.safetensors")
     assert not (tmp_path / "x.safetensors").exists()
+    # Views of one storage that do not overlap are saved, each its own bytes, as safetensors does.
+    sluice.torch.save_file({"top": w[:1], "rest": w[1:], "none": w[:0], "none2": w[:0]}, tmp_path / "v.safetensors")
+    back = sluice.torch.load_file(tmp_path / "v.safetensors")
+    assert torch.equal(back["top"], w[:1]) and torch.equal(back["rest"], w[1:]) and back["none"].numel() == 0
 
 
 def test_torch_save_file_from_the_sim_device_takes_the_bounce_path(tmp_path):
