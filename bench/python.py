@@ -17,6 +17,11 @@ Cases, each round running every side once, the order of the sides rotating with 
                               on the CPU: parse the header, mmap the file, one
                               torch.frombuffer(...).clone() per tensor (targets: cold >= 1.5x,
                               warm >= 1.0x); the results are checked equal once
+  1/8 row shard, cold:        one tensor-parallel rank's share (rows [r*R/8, (r+1)*R/8)) of every
+                              tensor of that file: sluice.safe_open(...).get_slice(name)[a:b] |
+                              the mmap loader's view sliced the same way, then .clone() (what
+                              safetensors' get_slice does on the CPU: only the pages of the shard
+                              are faulted in); rate = the shard's bytes per second; no target
 Cold runs drop the file's pages first (fdatasync + POSIX_FADV_DONTNEED). Prints medians, the
 ratio of the medians and the median of the per-round ratios (paired), and the targets of issue 16
 (File.read >= 0.97x the CLI); a missed target is a result, not a failure (exit 0). The file (in
@@ -107,8 +112,9 @@ def write_checkpoint(path, total, count=64):
             left -= chunk
 
 
-def mmap_loader(path):
-    """Parse the header, mmap, one torch.frombuffer(...).clone() per tensor: safetensors' way."""
+def mmap_loader(path, rows=None):
+    """Parse the header, mmap, one torch.frombuffer(...).clone() per tensor: safetensors' way.
+    rows=(k, n): only the k-th of n row ranges of each tensor (its get_slice(name)[a:b])."""
     import torch
     with open(path, "rb") as f:
         n = struct.unpack("<Q", f.read(8))[0]
@@ -124,8 +130,22 @@ def mmap_loader(path):
         start, end = t["data_offsets"]
         dtype = types[t["dtype"]]
         count = (end - start) // torch.tensor([], dtype=dtype).element_size()
-        out[name] = torch.frombuffer(mm, dtype=dtype, count=count, offset=8 + n + start).reshape(t["shape"]).clone()
+        view = torch.frombuffer(mm, dtype=dtype, count=count, offset=8 + n + start).reshape(t["shape"])
+        if rows is not None:
+            view = view[shard_rows(t["shape"][0], *rows)]
+        out[name] = view.clone()
     return out
+
+
+def shard_rows(total, k, n):
+    """The k-th of n row ranges of `total` rows, as a slice."""
+    return slice(total * k // n, total * (k + 1) // n)
+
+
+def sluice_shard(path, k, n):
+    """Rows shard_rows(R, k, n) of every tensor, through sluice.safe_open's get_slice."""
+    with sluice.safe_open(path, framework="pt") as f:
+        return {name: f.get_slice(name)[shard_rows(f.get_slice(name).get_shape()[0], k, n)] for name in f.keys()}
 
 
 def timed_load(fn, path, size):
@@ -152,6 +172,27 @@ def bench_load(path, rounds):
         report(f"{state} load of {size / (1 << 30):.2f} GiB, {state} page cache (GiB/s)", "GiB/s", results,
                "mmap + torch.frombuffer", "sluice.torch.load_file", target)
     print(f"  last sluice load: {sluice.last_load_report()}")
+    # One rank's row shard of every tensor; the rank changes with the round, so no round reads
+    # what the one before it did (the cache is dropped anyway).
+    ours, theirs = sluice_shard(path, 3, 8), mmap_loader(path, (3, 8))
+    assert ours.keys() == theirs.keys() and all(
+        torch.equal(ours[k].view(torch.uint8), theirs[k].view(torch.uint8)) for k in ours), "shards differ"
+    shard = sum(t.numel() * t.element_size() for t in ours.values())
+    del ours, theirs
+    rank = iter(range(10 ** 6))
+
+    def timed_shard(fn):
+        k = next(rank) % 8
+        t0 = time.perf_counter()
+        out = fn(k)
+        seconds = time.perf_counter() - t0
+        return sum(t.numel() * t.element_size() for t in out.values()) / seconds / (1 << 30)
+
+    sides = {"safe_open get_slice": lambda: timed_shard(lambda k: sluice_shard(path, k, 8)),
+             "mmap view [a:b].clone()": lambda: timed_shard(lambda k: mmap_loader(path, (k, 8)))}
+    results = run_rounds(rounds, sides, before=lambda: drop_cache(path))
+    report(f"1/8 row shard of every tensor ({shard / (1 << 20):.0f} MiB), cold page cache (GiB/s)", "GiB/s",
+           results, "mmap view [a:b].clone()", "safe_open get_slice")
 
 
 def run_rounds(rounds, sides, before=None):
