@@ -20,6 +20,7 @@
 
 #include "sluice/device.hpp"
 #include "sluice/file.hpp"
+#include "sluice/stats.hpp"
 #include "sluice/transfer.hpp"
 #include "sluice/units.hpp"
 #include "support/residency_util.hpp"
@@ -180,6 +181,62 @@ TEST_P(CachePolicyTest, FullyResidentRangeIsReadBuffered) {
   EXPECT_EQ(direct_bytes(reads), 0U);
   EXPECT_EQ(buffered_bytes(reads), size);
   for (const Recorded& rec : reads) EXPECT_TRUE(rec.readahead_off) << "read at " << rec.offset;
+}
+
+// Small reads (128 KiB at most) of cached ranges are one pread on the calling thread, outside the
+// engines: the same bytes, reason and counters as the pipeline's, and never an O_DIRECT request.
+// (Whether the pipeline or the shortcut read them is not asserted: cachestat may count a page
+// short under load, and the pipeline then reads the range, buffered as well.)
+TEST_P(CachePolicyTest, SmallCachedReadsAreBufferedWithTheirCountersAndReason) {
+  resident(0, size);
+  const StatsSnapshot before = stats().snapshot();
+  std::uint64_t bytes = 0;
+  const std::pair<std::uint64_t, std::uint64_t> ranges[] = {{0, 1},
+                                                            {4095, 100},
+                                                            {8192, 4096},
+                                                            {3, 128 * KiB},
+                                                            {size - 128 * KiB, 128 * KiB},
+                                                            {MiB + 1, 128 * KiB + 1}};
+  for (const auto& [offset, n] : ranges) {
+    for (std::size_t shift : {std::size_t{0}, std::size_t{7}}) {
+      const TransferResult r = read_checked(offset, n, options("auto"), shift);
+      EXPECT_EQ(r.path, Path::host);
+      EXPECT_EQ(held(r.reason).rest, "page cache held N%: buffered")
+          << offset << "+" << n << ": " << r.reason;
+      EXPECT_EQ(r.cached_bytes, n) << offset << "+" << n;
+      EXPECT_GE(r.ios, 1U);
+      EXPECT_EQ(direct_bytes(recorder_.reads()), 0U) << offset << "+" << n;
+      for (const Recorded& rec : recorder_.reads()) EXPECT_TRUE(rec.readahead_off) << rec.offset;
+      bytes += n;
+    }
+  }
+  const StatsSnapshot after = stats().snapshot();
+  EXPECT_EQ(
+      after.at(Path::host, Direction::read).bytes - before.at(Path::host, Direction::read).bytes,
+      bytes);
+  EXPECT_EQ(after.at(Path::host, Direction::read).ops - before.at(Path::host, Direction::read).ops,
+            std::size(ranges) * 2);
+  // The end of the file clamps, as for any read.
+  std::vector<std::byte> tail(64 * KiB);
+  const TransferResult end =
+      sluice::read(file_, tail.data(), tail.size(), size - 1000, options("auto"));
+  EXPECT_EQ(end.bytes, 1000U);
+  EXPECT_TRUE(test::same_bytes(std::span(tail).first(1000), std::span(data_).subspan(size - 1000)));
+  // use: buffered without asking; bypass: O_DIRECT whatever the cache holds.
+  EXPECT_EQ(read_checked(5000, 4096, options("use")).reason, "buffered: cache_policy use");
+  EXPECT_EQ(direct_bytes(recorder_.reads()), 0U);
+  EXPECT_EQ(read_checked(8192, 4096, options("bypass")).reason, "O_DIRECT");
+  EXPECT_EQ(direct_bytes(recorder_.reads()), 4096U);
+}
+
+// A small read of a range the cache holds only part of goes through the pipeline, which reads
+// its one chunk (a third cached: less than half) with O_DIRECT.
+TEST_P(CachePolicyTest, SmallPartlyCachedReadTakesThePipeline) {
+  resident(0, 32 * KiB);
+  const TransferResult r = read_checked(0, 96 * KiB, options("auto"));
+  EXPECT_EQ(held(r.reason).rest, "page cache held N%: O_DIRECT") << r.reason;
+  EXPECT_NEAR(held(r.reason).pct, 33, 2) << r.reason;
+  EXPECT_EQ(direct_bytes(recorder_.reads()), 96 * KiB);
 }
 
 TEST_P(CachePolicyTest, ColdRangeIsReadDirect) {
