@@ -17,6 +17,7 @@
 #include "sluice/residency.hpp"
 #include "sluice/staging_pool.hpp"
 #include "sluice/stats.hpp"
+#include "sluice/units.hpp"
 
 namespace sluice::detail {
 namespace {

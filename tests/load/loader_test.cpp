@@ -12,6 +12,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <tuple>
 
 #include "sluice/load.hpp"
 #include "support/test_util.hpp"
