@@ -75,7 +75,9 @@ std::optional<TransferResult> small_read(const File& file, std::byte* user, std:
   stats().record(Path::host, Direction::read, size, 1, ns, false);
   return TransferResult{size,
                         Path::host,
-                        residency_reason(tally, host_reason(IoOp::read, file, cfg, false, nullptr)),
+                        // probed: "page cache held 100% ...: buffered"; else why it is buffered
+                        use_direct ? residency_reason(tally, {})
+                                   : host_reason(IoOp::read, file, cfg, false, nullptr),
                         static_cast<double>(ns) / 1e9,
                         1,
                         tally.buffered_bytes};
