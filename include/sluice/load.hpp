@@ -51,6 +51,8 @@ class SLUICE_API Checkpoint {
   /// Every tensor, file by file and by offset within a file; TensorInfo::file_index says which.
   [[nodiscard]] const std::vector<TensorInfo>& tensors() const noexcept { return tensors_; }
   [[nodiscard]] const TensorInfo* find(std::string_view name) const;
+  /// find(), or a usage Error naming the tensor when there is none.
+  [[nodiscard]] const TensorInfo& at(std::string_view name) const;
   [[nodiscard]] const File& file(std::size_t index) const { return *files_.at(index); }
   [[nodiscard]] std::uint64_t total_bytes() const noexcept;
 

@@ -140,14 +140,10 @@ void bind_checkpoint(py::module_& m) {
       .def(
           "describe",
           [](const Checkpoint& cp, const std::string& name) {
-            const TensorInfo* t = cp.find(name);
-            if (t == nullptr) {  // as get_tensor says it
-              throw py::value_error("no tensor named '" + name + "' in the " +
-                                    std::to_string(cp.layouts().size()) + " file(s) given");
-            }
-            py::tuple shape(t->shape.size());
-            for (std::size_t i = 0; i < t->shape.size(); ++i) shape[i] = t->shape[i];
-            return py::make_tuple(dtype_name(*t), shape, t->fortran_order, t->element_bits);
+            const TensorInfo& t = cp.at(name);  // a usage Error (ValueError) when none
+            py::tuple shape(t.shape.size());
+            for (std::size_t i = 0; i < t.shape.size(); ++i) shape[i] = t.shape[i];
+            return py::make_tuple(dtype_name(t), shape, t.fortran_order, t.element_bits);
           },
           py::arg("name"),
           "(dtype, shape, fortran_order, bits per element) of tensor `name`; ValueError when none.")

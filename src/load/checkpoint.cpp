@@ -174,12 +174,17 @@ const TensorInfo* Checkpoint::find(std::string_view name) const {
   return it == by_name_.end() ? nullptr : &tensors_[it->second];
 }
 
-Checkpoint Checkpoint::part(std::string_view name, std::uint64_t first, std::uint64_t count) const {
+const TensorInfo& Checkpoint::at(std::string_view name) const {
   const TensorInfo* t = find(name);
   if (t == nullptr) {
     throw_usage_error({.op = "load"}, fmt::format("no tensor named '{}' in the {} file(s) given",
                                                   name, layouts_.size()));
   }
+  return *t;
+}
+
+Checkpoint Checkpoint::part(std::string_view name, std::uint64_t first, std::uint64_t count) const {
+  const TensorInfo* t = &at(name);
   const TensorFileLayout& from = layouts_[t->file_index];
   const ErrorContext ctx{.op = "load", .path = from.path};
   const std::uint64_t bits = t->element_bits;

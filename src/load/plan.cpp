@@ -37,14 +37,7 @@ std::vector<const TensorInfo*> select(const Checkpoint& cp, const LoadOptions& o
     return chosen;
   }
   std::set<const TensorInfo*> wanted;
-  for (const std::string& name : o.tensors) {
-    const TensorInfo* t = cp.find(name);
-    if (t == nullptr) {
-      throw_usage_error({.op = "load"}, fmt::format("no tensor named '{}' in the {} file(s) given", name,
-                                                    cp.layouts().size()));
-    }
-    wanted.insert(t);
-  }
+  for (const std::string& name : o.tensors) wanted.insert(&cp.at(name));
   for (const TensorInfo& t : cp.tensors()) {
     if (wanted.contains(&t)) chosen.push_back(&t);
   }
