@@ -18,6 +18,7 @@
 #include "sluice/testing/faulty_engine.hpp"
 #include "sluice/transfer.hpp"
 #include "sluice/units.hpp"
+#include "support/residency_util.hpp"
 #include "support/test_util.hpp"
 
 namespace sluice {
@@ -227,6 +228,27 @@ TEST_P(Faults, EioIsAnErrorNamingFileAndRange) {
   EXPECT_TRUE(buf.guards_intact());
   EXPECT_EQ(stats().snapshot().at(Path::host, Direction::read).errors,
             before.at(Path::host, Direction::read).errors + 1);
+}
+
+// A hard error on a small read of cached data (one request outside the pipeline, host_path.cpp)
+// is reported as the pipeline reports it, never retried into a success. Every second request
+// fails and requests are counted per engine: the first read's is the first, the second read's
+// the second.
+TEST_P(Faults, EioOnASmallCachedReadIsReported) {
+  const test::PinnedRange pin = test::pin_resident(path_, 0, size_);  // cached, and kept so
+  install({.every = 2, .error = EIO, .only = IoOp::read});
+  const File f = File::open(path_, OpenMode::read);
+  GuardedBuffer buf(4096, 0);
+  const TransferOptions opts = test::options_for(test::make_config(
+      GetParam().engine,
+      {.io_size = 16 * KiB, .threads = 2, .queue_depth = 4, .cache_policy = "auto"}));
+  EXPECT_EQ(read(f, buf.data(), 4096, 8192, opts).bytes, 4096U);
+  const auto e = error_of([&] { (void)read(f, buf.data(), 4096, 8192, opts); });
+  ASSERT_TRUE(e) << "the EIO was masked";
+  EXPECT_EQ(e->code(), EIO);
+  EXPECT_EQ(e->op(), "read");
+  expect_names_file_and_range(*e, 8192, 4096);
+  EXPECT_TRUE(buf.guards_intact());
 }
 
 // SLUICE_FAULTS' random faults: soft ones (EAGAIN, EINTR, short transfers, delays) at a high rate

@@ -5,6 +5,7 @@
 // shared pipeline.
 #include "host_path.hpp"
 
+#include <cerrno>
 #include <chrono>
 #include <optional>
 
@@ -46,8 +47,9 @@ std::string host_reason(IoOp op, const File& file, const Config& cfg, bool use_d
 }
 
 // A small read without the pipeline (small_read_bytes), or nullopt when the pipeline must do it:
-// not wholly cached, or a request that failed or came back short, which the pipeline then
-// repeats, retries or reports with its context.
+// not wholly cached, or a request that came back short or with EINTR/EAGAIN, which the pipeline
+// then continues or retries. Any other error fails the read here, as the pipeline fails a chunk
+// (it must not be retried into a success: an EIO is reported, never masked).
 std::optional<TransferResult> small_read(const File& file, std::byte* user, std::uint64_t size,
                                          std::uint64_t offset, const Config& cfg, bool use_direct) {
   if (size > small_read_bytes || size > cfg.io_size) return std::nullopt;
@@ -65,13 +67,19 @@ std::optional<TransferResult> small_read(const File& file, std::byte* user, std:
   if (engine.in_flight() > 0) return std::nullopt;  // not ours to reap
   engine.prepare({IoOp::read, fd, user, static_cast<std::uint32_t>(size), offset, 0, -1, false});
   IoCompletion done;
-  if (engine.submit_and_wait({&done, 1}, 1) != 1 ||
-      done.result != static_cast<std::int64_t>(size)) {
-    return std::nullopt;
-  }
+  if (engine.submit_and_wait({&done, 1}, 1) != 1) return std::nullopt;
   const auto ns = static_cast<std::uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
           .count());
+  if (const int err = done.result < 0 ? static_cast<int>(-done.result) : 0;
+      err != 0 && err != EINTR && err != EAGAIN) {
+    stats().record(Path::host, Direction::read, 0, 0, ns, true);
+    throw Error(
+        ErrorDomain::os, err,
+        {.op = "read", .path = file.path(), .offset = offset, .size = size, .has_range = true},
+        "read failed");
+  }
+  if (done.result != static_cast<std::int64_t>(size)) return std::nullopt;
   stats().record(Path::host, Direction::read, size, 1, ns, false);
   return TransferResult{size,
                         Path::host,
