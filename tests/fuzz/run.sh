@@ -24,13 +24,13 @@ printf '%s\n' '#include <cstddef>' '#include <cstdint>' \
   'extern "C" int LLVMFuzzerTestOneInput(const uint8_t*, size_t) { return 0; }' >"$probe.cpp"
 "$cxx" -fsanitize=fuzzer -o "$probe" "$probe.cpp" 2>"$probe.log" ||
   skip "$cxx cannot link libFuzzer: $(grep -m1 -i error "$probe.log" || head -1 "$probe.log")"
-# Error's errno comes from the error mapper (which names cuFile's codes: -Icapi for cufile.h);
+# Error's errno comes from the error mapper (which names cuFile's codes: -Iabi for cufile.h);
 # TensorInfo's dtype from dtype.cpp.
 srcs=(src/core/error.cpp src/core/error_map.cpp src/formats/dtype.cpp src/formats/layout.cpp
       src/formats/npy.cpp src/formats/py_literal.cpp src/formats/safetensors.cpp
       src/ingest/megatron_index.cpp src/ingest/tar_index.cpp)
 flags=(-std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
-       -Iinclude -Isrc -Icapi)
+       -Iinclude -Isrc -Iabi)
 targets=(safetensors npy megatron_idx tar)
 jobs=$(nproc)
 # The parsers' objects are compiled once (in parallel) and linked into each target; all of it again

@@ -7,7 +7,7 @@
 # readers live there). Comments and string literals are ignored, so "--fsync" or a message naming
 # cuFileRead is no call. capi/ implements cuFile's C API over libsluice: its cuFile* and
 # cufileop_* names are its own functions (defined there, or called within libsluice_cufile),
-# never NVIDIA's, and capi/cufile.h, the header declaring them as NVIDIA's does (including
+# never NVIDIA's, and abi/cufile.h, the header declaring them as NVIDIA's does (including
 # <cuda.h> where present), is left out; a CUDA call in capi/ still counts.
 #
 # usage: check-layering.sh SOURCE_ROOT    exit 0: clean; 1: violations (each printed as
@@ -17,8 +17,8 @@ root=${1:?usage: check-layering.sh SOURCE_ROOT}
 cd "$root"
 [[ -d src/io && -d src/gpu ]] || { echo "check-layering: $root has no src/io and src/gpu" >&2; exit 2; }
 
-mapfile -t files < <(find src capi tools -type f \( -name '*.c' -o -name '*.cc' -o -name '*.cpp' \
-                       -o -name '*.h' -o -name '*.hpp' \) ! -path capi/cufile.h | sort)
+mapfile -t files < <(find src abi capi tools -type f \( -name '*.c' -o -name '*.cc' -o -name '*.cpp' \
+                       -o -name '*.h' -o -name '*.hpp' \) ! -path abi/cufile.h | sort)
 [[ ${#files[@]} -gt 0 ]] || { echo "check-layering: no sources found under $root" >&2; exit 2; }
 
 perl -e '

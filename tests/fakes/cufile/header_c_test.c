@@ -1,4 +1,4 @@
-/* Compile-time check of capi/cufile.h: it builds as strict C11 and as C++ (header_cxx_test.cpp
+/* Compile-time check of abi/cufile.h: it builds as strict C11 and as C++ (header_cxx_test.cpp
  * includes this file), with and without <cuda.h>, and its layouts and values are the ones
  * NVIDIA's cufile.h has on LP64 Linux, so either header's programs run on either library. */
 #include "cufile.h"
@@ -38,11 +38,23 @@ static_assert(offsetof(CUfileIOEvents_t, status) == 8, "");
 static_assert(offsetof(CUfileIOEvents_t, ret) == 16, "");
 static_assert(sizeof(CUfileIOEvents_t) == 24, "");
 
-static_assert(sizeof(CUfileStatsLevel1_t) == 21 * 16 + 22 * 8, "21 op counters, 22 uint64s");
+/* CUDA 13.4's statistics layouts (cuda-python#2794): L1 grew from 512 to 624 bytes by the
+ * readv/writev counters at its end; L2 and L3 embed it first and shift with it. */
+static_assert(sizeof(CUfileStatsLevel1_t) == 23 * 16 + 32 * 8, "23 op counters, 32 uint64s");
+static_assert(sizeof(CUfileStatsLevel1_t) == 624, "CUDA 13.4");
+static_assert(offsetof(CUfileStatsLevel1_t, last_batch_write_bytes) == 504, "the 13.3 end");
+static_assert(offsetof(CUfileStatsLevel1_t, readv_ops) == 512, "13.4: appended after 13.3's");
+static_assert(offsetof(CUfileStatsLevel1_t, writev_ops) == 528, "");
+static_assert(offsetof(CUfileStatsLevel1_t, readv_bytes) == 544, "");
+static_assert(offsetof(CUfileStatsLevel1_t, writev_lat_sum_us) == 616, "");
 static_assert(sizeof(CUfilePerGpuStats_t) == 16 + 29 * 8, "uuid + 29 uint64s");
-static_assert(sizeof(CUfileStatsLevel2_t) == sizeof(CUfileStatsLevel1_t) + 2 * 32 * 8, "");
+static_assert(sizeof(CUfileStatsLevel2_t) == 1136, "624 + 2 histograms of 32 buckets");
+static_assert(offsetof(CUfileStatsLevel2_t, read_size_kb_hist) == 624, "");
+static_assert(offsetof(CUfileStatsLevel3_t, num_gpus) == 1136, "");
 static_assert(offsetof(CUfileStatsLevel3_t, per_gpu_stats) == sizeof(CUfileStatsLevel2_t) + 8,
               "num_gpus is padded to the uint64 alignment of the per-GPU array");
+static_assert(sizeof(CUfileStatsLevel3_t) == 5112, "1144 + 16 GPUs of 248 bytes");
+static_assert(sizeof(CUfileIOVec_t) == 16 && offsetof(CUfileIOVec_t, len) == 8, "{base, len}");
 #endif
 
 /* Every CUfileOpError value of the reference table. */
@@ -84,10 +96,28 @@ static_assert(CUFILE_WAITING == 1 && CUFILE_COMPLETE == 0x10 && CUFILE_FAILED ==
 static_assert(CU_FILE_NVME_SUPPORTED == 4 && CU_FILE_NVME_P2P_SUPPORTED == 11, "");
 static_assert(CU_FILE_VIRTIOFS_SUPPORTED == 13 && CU_FILE_ALLOW_COMPAT_MODE == 1, "");
 static_assert(CU_FILE_PARALLEL_IO_SUPPORTED == 3 && CUFILE_NVIDIA_PEERMEM == 4, "");
+static_assert(CU_FILE_MAX_TARGET_TYPES == 14, "GDS 1.16");
+static_assert(CU_FILE_USE_POLL_MODE == 0 && CU_FILE_POSIX_IO_MODE == 2, "");
+static_assert(CU_FILE_VANILLA_POSIX_IO_MODE == 2 && CU_FILE_FALLBACK_IO_MODE == 4, "");
+static_assert(CU_FILE_DYN_ROUTING_SUPPORTED == 0 && CU_FILE_P2P_SUPPORTED == 4, "");
+static_assert(CUFILE_P2PDMA == 0 && CUFILE_NVFS == 1 && CUFILE_DMABUF == 2 && CUFILE_C2C == 3, "");
+static_assert(CU_FILE_P2P_FLAG_PCI_P2PDMA == 1 && CU_FILE_P2P_FLAG_NVFS == 2, "");
+static_assert(CU_FILE_P2P_FLAG_DMABUF == 4 && CU_FILE_P2P_FLAG_C2C == 8, "");
+static_assert(CU_FILE_RDMA_REGISTER == 1 && CU_FILE_RDMA_RELAXED_ORDERING == 2, "");
+static_assert(CUFILE_GPU_UUID_LEN == 16, "GDS 1.15");
+static_assert(CUFILE_PARAM_PROFILE_STATS == 0 && CUFILE_PARAM_POLLTHRESHOLD_SIZE_KB == 10, "");
 static_assert(CUFILE_PARAM_PROPERTIES_BATCH_IO_TIMEOUT_MS == 11, "12 size_t parameters");
-static_assert(CUFILE_PARAM_STREAM_MEMOPS_BYPASS == 11, "12 bool parameters");
-static_assert(CUFILE_PARAM_LOG_DIR == 2 && CUFILE_PARAM_POSIX_POOL_SLAB_COUNT == 1, "");
-static_assert(CU_FILE_STREAM_PAGE_ALIGNED_INPUTS == 8, "");
+static_assert(CUFILE_PARAM_PROPERTIES_USE_POLL_MODE == 0 && CUFILE_PARAM_PROFILE_NVTX == 5, "");
+static_assert(CUFILE_PARAM_STREAM_MEMOPS_BYPASS == 11, "");
+static_assert(CUFILE_PARAM_PROPERTIES_POSIX_IO_MODE == 12, "CUDA 13.4");
+static_assert(CUFILE_PARAM_GDS_FALLBACK_IO == 13, "CUDA 13.4: 14 bool parameters");
+static_assert(CUFILE_PARAM_LOG_DIR == 2 && CUFILE_PARAM_RDMA_TRANSPORT == 3, "13.4: 4 strings");
+static_assert(CUFILE_PARAM_POSIX_POOL_SLAB_SIZE_KB == 0 && CUFILE_PARAM_POSIX_POOL_SLAB_COUNT == 1,
+              "");
+static_assert(CUFILE_PARAM_GPU_BOUNCE_BUFFER_SLAB_SIZE_KB == 2, "GDS 1.17");
+static_assert(CUFILE_PARAM_GPU_BOUNCE_BUFFER_SLAB_COUNT == 3, "4 array parameters");
+static_assert(CU_FILE_STREAM_FIXED_BUF_OFFSET == 1 && CU_FILE_STREAM_FIXED_FILE_OFFSET == 2, "");
+static_assert(CU_FILE_STREAM_FIXED_FILE_SIZE == 4 && CU_FILE_STREAM_PAGE_ALIGNED_INPUTS == 8, "");
 
 /* cuFileDriverClose must bind to the _v2 entry point, as NVIDIA's header makes it. */
 #define SLUICE_STR2(x) #x
@@ -105,5 +135,29 @@ int main(void) {
   const char *close_name = SLUICE_STR(cuFileDriverClose);
   ok = ok && close_name[sizeof("cuFileDriverClose") - 1] == '_';
   if (!ok) fprintf(stderr, "cufile.h error macros misbehave\n");
+  /* NVIDIA's texts, which programs print and NVIDIA's samples compare. */
+  const struct {
+    CUfileOpError code;
+    const char *text;
+  } texts[] = {
+      {CU_FILE_SUCCESS, "cufile success"},
+      {CU_FILE_PLATFORM_NOT_SUPPORTED, "GPUDirect Storage not supported on current platform"},
+      {CU_FILE_IO_NOT_SUPPORTED, "GPUDirect Storage not supported on current file"},
+      {CU_FILE_INVALID_VALUE, "invalid arguments"},
+      {CU_FILE_DRIVER_UNSUPPORTED_LIMIT, "property range error"},
+      {CU_FILE_MEMORY_NOT_REGISTERED, "device pointer lookup failure"},
+      {CU_FILE_BATCH_NOCOMPAT_ERROR, "compat mode off error"},
+      {(CUfileOpError)5021, "unknown cufile error"},
+  };
+  for (size_t i = 0; i < sizeof texts / sizeof texts[0]; ++i) {
+    const char *got = cufileop_status_error(texts[i].code);
+    size_t n = 0;
+    while (got[n] != '\0' && got[n] == texts[i].text[n]) ++n;
+    if (got[n] != texts[i].text[n]) {
+      fprintf(stderr, "cufileop_status_error(%d) = \"%s\", NVIDIA's is \"%s\"\n", (int)texts[i].code,
+              got, texts[i].text);
+      ok = 0;
+    }
+  }
   return ok ? 0 : 1;
 }

@@ -386,11 +386,12 @@ TEST(CuFileErrors, NamesEveryCode) {
   for (const auto& [code, name] : all) {
     EXPECT_EQ(CuFile::error_name(code), name);
     EXPECT_FALSE(contains(CuFile::error_text(code), "unknown")) << name;
-    // cufile.h's static inline table (what a cuFile program prints) says the same as libsluice's.
-    EXPECT_EQ(cufileop_status_error(static_cast<CUfileOpError>(code)), CuFile::error_text(code))
+    // cufile.h's static inline table (what a cuFile program prints) has NVIDIA's text for every
+    // code; libsluice's loader keeps its own, more specific ones.
+    EXPECT_STRNE(cufileop_status_error(static_cast<CUfileOpError>(code)), "unknown cufile error")
         << name;
   }
-  EXPECT_STREQ(cufileop_status_error(static_cast<CUfileOpError>(5021)), "unknown cuFile error");
+  EXPECT_STREQ(cufileop_status_error(static_cast<CUfileOpError>(5021)), "unknown cufile error");
 }
 
 // The first load of the process, as the CTest entry's environment set it up.

@@ -4,9 +4,14 @@
  * Written for Sluice from the published cuFile API description (Sluice's reference notes,
  * cufile-and-gds.md section 1, and the struct lists of NVIDIA's cuda-python bindings for the
  * statistics types); it is not NVIDIA's file. It is meant to be ABI-compatible with
- * NVIDIA's cufile.h (CUDA 12.9 - 13.x): the same type names, enum values, struct member order and
- * function signatures, so that a program built against either header runs on either library
- * (NVIDIA's libcufile.so.0 or Sluice's libsluice_cufile). Where NVIDIA's API guide and its header
+ * NVIDIA's cufile.h of CUDA 13.4 (GDS 1.19): the same type names, enum values, struct member order
+ * and function signatures, so that a program built against either header runs on either library
+ * (NVIDIA's libcufile.so.0 or Sluice's libsluice_cufile). Programs built against the headers of
+ * CUDA 12.9 - 13.3 run too; only the statistics structs differ (13.4 grew CUfileStatsLevel1_t by
+ * the readv/writev counters): docs/cufile.md, "Statistics layouts", says what Sluice does for each.
+ *
+ * It lives in abi/, a folder of its own: these types are the bottom of the house. libsluice's
+ * cuFile loader and its error mapper use them, and capi/ builds libsluice_cufile on top. Where NVIDIA's API guide and its header
  * disagree, this file follows the header (ssize_t *bytes_read_p, unsigned nr,
  * void cuFileHandleDeregister(CUfileHandle_t), max_device_pinned_mem_size).
  *
@@ -119,65 +124,68 @@ typedef struct CUfileError {
   CUresult cu_err;   /* the CUDA driver result when err == CU_FILE_CUDA_DRIVER_ERROR */
 } CUfileError_t;
 
-/* The text for a code (its absolute value). static inline, as in NVIDIA's header: a program
- * that loads libcufile with dlopen (KvikIO, DALI, cuda-python) links no cuFile library, so no
- * helper of this header may need a symbol from one. The texts are libsluice's own (the loader's
- * table in src/gpu/cufile_api.cpp; tests/fakes/cufile/test_cufile_api.cpp checks they agree). */
+/* The text for a code (its absolute value): NVIDIA's texts, character for character (programs
+ * and NVIDIA's own samples compare them; NVIDIA's header makes each by stringizing its tokens,
+ * hence "nvidia - fs"). static inline, as in NVIDIA's header: a program that loads libcufile
+ * with dlopen (KvikIO, DALI, cuda-python) links no cuFile library, so no helper of this header
+ * may need a symbol from one. libsluice's loader keeps its own, more specific texts
+ * (src/gpu/cufile_api.cpp) for Sluice's reasons and errors. */
 /* clang-format off: one line a code reads as a table */
 static inline const char *cufileop_status_error(CUfileOpError status) {
   switch (status) {
-    case CU_FILE_SUCCESS: return "success";
+    case CU_FILE_SUCCESS: return "cufile success";
     case CU_FILE_DRIVER_NOT_INITIALIZED:
-      return "nvidia-fs driver not loaded (compat mode needs allow_compat_mode in cufile.json)";
-    case CU_FILE_DRIVER_INVALID_PROPS: return "invalid driver property";
-    case CU_FILE_DRIVER_UNSUPPORTED_LIMIT: return "driver property out of range";
-    case CU_FILE_DRIVER_VERSION_MISMATCH: return "nvidia-fs driver version mismatch";
-    case CU_FILE_DRIVER_VERSION_READ_ERROR: return "nvidia-fs driver version could not be read";
+      return "nvidia - fs driver is not loaded.Set allow_compat_mode to true in cufile.json file to enable compatible mode";
+    case CU_FILE_DRIVER_INVALID_PROPS: return "invalid property";
+    case CU_FILE_DRIVER_UNSUPPORTED_LIMIT: return "property range error";
+    case CU_FILE_DRIVER_VERSION_MISMATCH: return "nvidia - fs driver version mismatch";
+    case CU_FILE_DRIVER_VERSION_READ_ERROR: return "nvidia - fs driver version read error";
     case CU_FILE_DRIVER_CLOSING: return "driver shutdown in progress";
-    case CU_FILE_PLATFORM_NOT_SUPPORTED: return "GDS not supported on this platform";
-    case CU_FILE_IO_NOT_SUPPORTED:
-      return "GDS not supported on this file (file system, mount or open flags)";
-    case CU_FILE_DEVICE_NOT_SUPPORTED: return "GDS not supported on this GPU";
-    case CU_FILE_NVFS_DRIVER_ERROR: return "nvidia-fs driver ioctl error";
-    case CU_FILE_CUDA_DRIVER_ERROR: return "CUDA driver error";
+    case CU_FILE_PLATFORM_NOT_SUPPORTED:
+      return "GPUDirect Storage not supported on current platform";
+    case CU_FILE_IO_NOT_SUPPORTED: return "GPUDirect Storage not supported on current file";
+    case CU_FILE_DEVICE_NOT_SUPPORTED: return "GPUDirect Storage not supported on current GPU";
+    case CU_FILE_NVFS_DRIVER_ERROR: return "nvidia - fs driver ioctl error";
+    case CU_FILE_CUDA_DRIVER_ERROR: return "CUDA Driver API error";
     case CU_FILE_CUDA_POINTER_INVALID: return "invalid device pointer";
     case CU_FILE_CUDA_MEMORY_TYPE_INVALID: return "invalid pointer memory type";
-    case CU_FILE_CUDA_POINTER_RANGE_ERROR: return "pointer range exceeds the allocation";
-    case CU_FILE_CUDA_CONTEXT_MISMATCH: return "CUDA context mismatch";
-    case CU_FILE_INVALID_MAPPING_SIZE: return "access beyond the maximum pinned size";
-    case CU_FILE_INVALID_MAPPING_RANGE: return "access beyond the mapped size";
+    case CU_FILE_CUDA_POINTER_RANGE_ERROR: return "pointer range exceeds allocated address range";
+    case CU_FILE_CUDA_CONTEXT_MISMATCH: return "cuda context mismatch";
+    case CU_FILE_INVALID_MAPPING_SIZE: return "access beyond maximum pinned size";
+    case CU_FILE_INVALID_MAPPING_RANGE: return "access beyond mapped size";
     case CU_FILE_INVALID_FILE_TYPE: return "unsupported file type";
     case CU_FILE_INVALID_FILE_OPEN_FLAG: return "unsupported file open flags";
-    case CU_FILE_DIO_NOT_SET: return "O_DIRECT not set on the file descriptor";
+    case CU_FILE_DIO_NOT_SET: return "fd direct IO not set";
     case CU_FILE_INVALID_VALUE: return "invalid arguments";
-    case CU_FILE_MEMORY_ALREADY_REGISTERED: return "buffer already registered";
-    case CU_FILE_MEMORY_NOT_REGISTERED: return "buffer not registered";
-    case CU_FILE_PERMISSION_DENIED: return "driver or file access denied";
-    case CU_FILE_DRIVER_ALREADY_OPEN: return "driver already open";
-    case CU_FILE_HANDLE_NOT_REGISTERED: return "file descriptor not registered";
-    case CU_FILE_HANDLE_ALREADY_REGISTERED: return "file descriptor already registered";
-    case CU_FILE_DEVICE_NOT_FOUND: return "GPU not found";
+    case CU_FILE_MEMORY_ALREADY_REGISTERED: return "device pointer already registered";
+    case CU_FILE_MEMORY_NOT_REGISTERED: return "device pointer lookup failure";
+    case CU_FILE_PERMISSION_DENIED: return "driver or file access error";
+    case CU_FILE_DRIVER_ALREADY_OPEN: return "driver is already open";
+    case CU_FILE_HANDLE_NOT_REGISTERED: return "file descriptor is not registered";
+    case CU_FILE_HANDLE_ALREADY_REGISTERED: return "file descriptor is already registered";
+    case CU_FILE_DEVICE_NOT_FOUND: return "GPU device not found";
     case CU_FILE_INTERNAL_ERROR: return "internal error";
-    case CU_FILE_GETNEWFD_FAILED: return "failed to obtain a new file descriptor";
-    case CU_FILE_NVFS_SETUP_ERROR: return "nvidia-fs driver setup error";
-    case CU_FILE_IO_DISABLED: return "GDS disabled by configuration for this file";
-    case CU_FILE_BATCH_SUBMIT_FAILED: return "batch submit failed";
-    case CU_FILE_GPU_MEMORY_PINNING_FAILED: return "not enough pinned GPU memory (BAR space)";
-    case CU_FILE_BATCH_FULL: return "batch queue full";
-    case CU_FILE_ASYNC_NOT_SUPPORTED: return "stream operation not supported";
-    case CU_FILE_INTERNAL_BATCH_SETUP_ERROR: return "internal batch setup error, retry later";
-    case CU_FILE_INTERNAL_BATCH_SUBMIT_ERROR: return "internal batch submit error, retry later";
-    case CU_FILE_INTERNAL_BATCH_GETSTATUS_ERROR: return "internal batch status error, retry later";
-    case CU_FILE_INTERNAL_BATCH_CANCEL_ERROR: return "internal batch cancel error, retry later";
-    case CU_FILE_NOMEM_ERROR: return "out of memory, retry later";
-    case CU_FILE_IO_ERROR: return "cuFile IO error";
-    case CU_FILE_INTERNAL_BUF_REGISTER_ERROR: return "internal buffer registration error";
-    case CU_FILE_HASH_OPR_ERROR: return "hash operation error";
-    case CU_FILE_INVALID_CONTEXT_ERROR: return "invalid context";
-    case CU_FILE_NVFS_INTERNAL_DRIVER_ERROR: return "nvidia-fs internal driver error";
-    case CU_FILE_BATCH_NOCOMPAT_ERROR: return "batch IO needs compat mode, which is off";
-    case CU_FILE_IO_MAX_ERROR: return "highest cuFile error value";
-    default: return "unknown cuFile error";
+    case CU_FILE_GETNEWFD_FAILED: return "failed to obtain new file descriptor";
+    case CU_FILE_NVFS_SETUP_ERROR: return "NVFS driver initialization error";
+    case CU_FILE_IO_DISABLED: return "GPUDirect Storage disabled by config on current file";
+    case CU_FILE_BATCH_SUBMIT_FAILED: return "failed to submit batch operation";
+    case CU_FILE_GPU_MEMORY_PINNING_FAILED: return "Failed to allocate pinned GPU Memory";
+    case CU_FILE_BATCH_FULL: return "queue full for batch operation";
+    case CU_FILE_ASYNC_NOT_SUPPORTED: return "cuFile stream operation not supported";
+    case CU_FILE_INTERNAL_BATCH_SETUP_ERROR: return "batch setup internal error - retry later";
+    case CU_FILE_INTERNAL_BATCH_SUBMIT_ERROR: return "batch submit internal error - retry later";
+    case CU_FILE_INTERNAL_BATCH_GETSTATUS_ERROR:
+      return "batch get status internal error - retry later";
+    case CU_FILE_INTERNAL_BATCH_CANCEL_ERROR: return "batch cancel internal error - retry later";
+    case CU_FILE_NOMEM_ERROR: return "cufile no memory error - retry later";
+    case CU_FILE_IO_ERROR: return "cufile io error";
+    case CU_FILE_INTERNAL_BUF_REGISTER_ERROR: return "cufile buf registration error";
+    case CU_FILE_HASH_OPR_ERROR: return "cufile hash operation error";
+    case CU_FILE_INVALID_CONTEXT_ERROR: return "cufile invalid context error";
+    case CU_FILE_NVFS_INTERNAL_DRIVER_ERROR: return "nvfs internal driver error";
+    case CU_FILE_BATCH_NOCOMPAT_ERROR: return "compat mode off error";
+    case CU_FILE_IO_MAX_ERROR: return "GPUDirect Storage Max Error";
+    default: return "unknown cufile error";
   }
 }
 /* clang-format on */
@@ -207,13 +215,17 @@ typedef enum CUfileDriverStatusFlags {
   /* 10 is reserved (YRCloudFile) */
   CU_FILE_NVME_P2P_SUPPORTED = 11, /* deprecated */
   CU_FILE_SCATEFS_SUPPORTED = 12,
-  CU_FILE_VIRTIOFS_SUPPORTED = 13
+  CU_FILE_VIRTIOFS_SUPPORTED = 13,
+  CU_FILE_MAX_TARGET_TYPES = 14 /* GDS 1.16: one past the last file system */
 } CUfileDriverStatusFlags_t;
 
 /* Bit numbers in CUfileDrvProps_t.nvfs.dcontrolflags. */
 typedef enum CUfileDriverControlFlags {
   CU_FILE_USE_POLL_MODE = 0,
-  CU_FILE_ALLOW_COMPAT_MODE = 1
+  CU_FILE_ALLOW_COMPAT_MODE = 1,
+  CU_FILE_POSIX_IO_MODE = 2,         /* properties.posix_io_mode: plain POSIX I/O */
+  CU_FILE_VANILLA_POSIX_IO_MODE = 2, /* CUDA 13.4's name for the same bit */
+  CU_FILE_FALLBACK_IO_MODE = 4       /* properties.gds_fallback_io */
 } CUfileDriverControlFlags_t;
 
 /* Bit numbers in CUfileDrvProps_t.fflags. */
@@ -233,6 +245,12 @@ typedef enum CUfileP2PFlags {
   CUFILE_C2C = 3,
   CUFILE_NVIDIA_PEERMEM = 4
 } CUfileP2PFlags_t;
+
+/* The masks cuFileDriverSetP2PFlags / cuFileDriverGetP2PFlags take and give (GDS 1.16). */
+#define CU_FILE_P2P_FLAG_PCI_P2PDMA ((CUfileP2PFlags_t)(1 << CUFILE_P2PDMA))
+#define CU_FILE_P2P_FLAG_NVFS ((CUfileP2PFlags_t)(1 << CUFILE_NVFS))
+#define CU_FILE_P2P_FLAG_DMABUF ((CUfileP2PFlags_t)(1 << CUFILE_DMABUF))
+#define CU_FILE_P2P_FLAG_C2C ((CUfileP2PFlags_t)(1 << CUFILE_C2C))
 
 typedef struct CUfileDrvProps {
   struct {
@@ -279,18 +297,23 @@ typedef enum CUFileBoolConfigParameter_t {
   CUFILE_PARAM_PREFER_IO_URING,
   CUFILE_PARAM_FORCE_ODIRECT_MODE,
   CUFILE_PARAM_SKIP_TOPOLOGY_DETECTION,
-  CUFILE_PARAM_STREAM_MEMOPS_BYPASS
+  CUFILE_PARAM_STREAM_MEMOPS_BYPASS,
+  CUFILE_PARAM_PROPERTIES_POSIX_IO_MODE, /* CUDA 13.4 */
+  CUFILE_PARAM_GDS_FALLBACK_IO           /* CUDA 13.4 */
 } CUFileBoolConfigParameter_t;
 
 typedef enum CUFileStringConfigParameter_t {
   CUFILE_PARAM_LOGGING_LEVEL,
   CUFILE_PARAM_ENV_LOGFILE_PATH,
-  CUFILE_PARAM_LOG_DIR
+  CUFILE_PARAM_LOG_DIR,
+  CUFILE_PARAM_RDMA_TRANSPORT /* CUDA 13.4 */
 } CUFileStringConfigParameter_t;
 
 typedef enum CUFileArrayConfigParameter_t {
   CUFILE_PARAM_POSIX_POOL_SLAB_SIZE_KB,
-  CUFILE_PARAM_POSIX_POOL_SLAB_COUNT
+  CUFILE_PARAM_POSIX_POOL_SLAB_COUNT,
+  CUFILE_PARAM_GPU_BOUNCE_BUFFER_SLAB_SIZE_KB, /* GDS 1.17 */
+  CUFILE_PARAM_GPU_BOUNCE_BUFFER_SLAB_COUNT
 } CUFileArrayConfigParameter_t;
 
 /* Statistics (GDS 1.15+), read with cuFileGetStatsL1/L2/L3 after cuFileSetStatsLevel. */
@@ -299,7 +322,8 @@ typedef struct CUfileOpCounter {
   uint64_t err;
 } CUfileOpCounter_t;
 
-#define SLUICE_CUFILE_GPU_UUID_LEN 16
+#define CUFILE_GPU_UUID_LEN 16
+#define SLUICE_CUFILE_GPU_UUID_LEN CUFILE_GPU_UUID_LEN /* Sluice's earlier name */
 #define SLUICE_CUFILE_MAX_GPUS 16
 #define SLUICE_CUFILE_SIZE_HIST_BUCKETS 32
 
@@ -323,6 +347,14 @@ typedef struct CUfileStatsLevel1 {
   uint64_t batch_submit_ops_per_sec, batch_complete_ops_per_sec;
   uint64_t batch_submit_lat_sum_us, batch_completion_lat_sum_us;
   uint64_t last_batch_read_bytes, last_batch_write_bytes;
+  /* CUDA 13.4: the vectored calls, counted apart from read/write above (624 bytes in all; the
+   * struct ended here, at 512 bytes, in CUDA 12.9 - 13.3). */
+  CUfileOpCounter_t readv_ops, writev_ops;
+  uint64_t readv_bytes, writev_bytes;
+  uint64_t readv_bw_bytes_per_sec, writev_bw_bytes_per_sec;
+  uint64_t readv_lat_avg_us, writev_lat_avg_us;
+  uint64_t readv_ops_per_sec, writev_ops_per_sec;
+  uint64_t readv_lat_sum_us, writev_lat_sum_us;
 } CUfileStatsLevel1_t;
 
 typedef struct CUfileStatsLevel2 {
@@ -377,6 +409,11 @@ CUfileError_t cuFileSetParameterPosixPoolSlabArray(const size_t *size_values,
                                                    const size_t *count_values, int len);
 CUfileError_t cuFileGetParameterPosixPoolSlabArray(size_t *size_values, size_t *count_values,
                                                    int len);
+/* GDS 1.17: the GPU bounce buffers as slabs of sizes (KiB) and counts; before cuFileDriverOpen. */
+CUfileError_t cuFileSetParameterGpuBounceBufferSlabArray(const size_t *size_values,
+                                                         const size_t *count_values, int len);
+CUfileError_t cuFileGetParameterGpuBounceBufferSlabArray(size_t *size_values,
+                                                         size_t *count_values, int len);
 CUfileError_t cuFileGetBARSizeInKB(int gpuIndex, size_t *barSize);
 CUfileError_t cuFileDriverSetP2PFlags(CUfileDriverStatusFlags_t status_flag,
                                       CUfileP2PFlags_t p2p_flags);
@@ -431,8 +468,10 @@ typedef struct CUfileDescr_t {
 
 typedef void *CUfileHandle_t;
 
-/* Legacy cuFileBufRegister flag; pass 0. */
+/* cuFileBufRegister flags: RDMA_REGISTER is legacy; RELAXED_ORDERING asks for relaxed PCIe
+ * ordering on the buffer's RDMA registration. */
 #define CU_FILE_RDMA_REGISTER 1
+#define CU_FILE_RDMA_RELAXED_ORDERING (1 << 1)
 
 CUfileError_t cuFileHandleRegister(CUfileHandle_t *fh, CUfileDescr_t *descr);
 /* Only with no IO outstanding on fh; the caller still closes the fd. */
@@ -451,6 +490,21 @@ ssize_t cuFileRead(CUfileHandle_t fh, void *bufPtr_base, size_t size, off_t file
                    off_t bufPtr_offset);
 ssize_t cuFileWrite(CUfileHandle_t fh, const void *bufPtr_base, size_t size, off_t file_offset,
                     off_t bufPtr_offset);
+
+/* ======================== vectored IO (CUDA 13.4, GDS 1.19) ======================== */
+
+typedef struct CUfileIOVec {
+  void *base; /* device or host memory */
+  size_t len;
+} CUfileIOVec_t;
+
+/* One contiguous file range from (or to) iovcnt buffers, in order: bytes transferred (short only
+ * at end of file), or -1 with errno set, or -CUfileOpError, as cuFileRead/cuFileWrite. flags is
+ * reserved: pass 0. */
+ssize_t cuFileReadv(CUfileHandle_t fh, const CUfileIOVec_t *iov, size_t iovcnt, off_t file_offset,
+                    unsigned flags);
+ssize_t cuFileWritev(CUfileHandle_t fh, const CUfileIOVec_t *iov, size_t iovcnt,
+                     off_t file_offset, unsigned flags);
 
 /* ================================ batch IO (reference 1.6) ================================ */
 
@@ -518,6 +572,12 @@ CUfileError_t cuFileReadAsync(CUfileHandle_t fh, void *bufPtr_base, size_t *size
 CUfileError_t cuFileWriteAsync(CUfileHandle_t fh, void *bufPtr_base, size_t *size_p,
                                off_t *file_offset_p, off_t *bufPtr_offset_p,
                                ssize_t *bytes_written_p, CUstream stream);
+
+/* ============================== topology (GDS 1.17) ============================== */
+
+/* Writes the PCIe topology cuFile routes by (GPUs, their NUMA nodes and PCIe links, the storage
+ * devices), as JSON, to `filename` (the form miscellaneous.static_routing_filepath reads). */
+CUfileError_t cuFileExportPCIeTopology(const char *filename);
 
 #ifdef __cplusplus
 }
