@@ -147,7 +147,7 @@ IoOutcome run(const IoRequest& r, std::string_view api) {
         r.write ? sluice::write(h->file, buf, size, static_cast<std::uint64_t>(r.file_offset), opt)
                 : sluice::read(h->file, buf, size, static_cast<std::uint64_t>(r.file_offset), opt);
     const std::uint64_t us = micros_since(t0);
-    count_transfer(r.write, true, res.bytes, us, res.path, unaligned);
+    if (r.counted) count_transfer(r.write, true, res.bytes, us, res.path, unaligned);
     log(LogLevel::info,
         "{}(handle {}, fd {} {}, {} bytes at {}, {} memory {}+{}) = {} via {} ({}{}) in {} us", api,
         h->id, h->fd, h->name, r.size, r.file_offset, to_string(kind), r.base, r.buf_offset,
@@ -185,7 +185,7 @@ IoOutcome run_io(const IoRequest& r, std::string_view api) noexcept {
     out = cufile_error(CU_FILE_INTERNAL_ERROR);
   }
   // Successes are counted with their path inside run(); every failure, whatever refused it, here.
-  if (out.ret < 0) count_transfer(r.write, false, 0, 0, Path::host, false);
+  if (out.ret < 0 && r.counted) count_transfer(r.write, false, 0, 0, Path::host, false);
   return out;
 }
 

@@ -20,6 +20,9 @@ struct IoRequest {
   std::size_t size = 0;
   off_t file_offset = 0;
   off_t buf_offset = 0;
+  /// Counted in the read/write statistics; false for the segments of a cuFileReadv/Writev call,
+  /// which counts once, in its own counters.
+  bool counted = true;
 };
 
 /// `ret`: bytes moved (short only at the end of the file), -1 with the errno in `err_no`, or

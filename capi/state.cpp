@@ -50,9 +50,9 @@ Params default_params() {
   p.bool_values[CUFILE_PARAM_PROPERTIES_ALLOW_SYSTEM_MEMORY] = true;
   p.strings[CUFILE_PARAM_LOG_DIR] = "";
   p.strings[CUFILE_PARAM_ENV_LOGFILE_PATH] = "";
-  p.slab_len = 3;
-  p.slab_sizes_kb = {4, 1024, 16384};
-  p.slab_counts = {128, 64, 64};
+  p.posix_slabs.len = 3;
+  p.posix_slabs.sizes_kb = {4, 1024, 16384};
+  p.posix_slabs.counts = {128, 64, 64};
   return p;
 }
 
@@ -239,7 +239,8 @@ std::shared_ptr<Handle> State::find_handle(CUfileHandle_t fh) {
 }
 
 CUfileError_t State::register_buffer(const void* base, std::size_t length, int flags) {
-  if (base == nullptr || length == 0 || (flags & ~CU_FILE_RDMA_REGISTER) != 0 ||
+  if (base == nullptr || length == 0 ||
+      (flags & ~(CU_FILE_RDMA_REGISTER | CU_FILE_RDMA_RELAXED_ORDERING)) != 0 ||
       length > UINTPTR_MAX - reinterpret_cast<std::uintptr_t>(base)) {
     return status(CU_FILE_INVALID_VALUE);
   }
@@ -349,6 +350,16 @@ void count_transfer(bool write, bool ok, std::uint64_t bytes, std::uint64_t micr
   for (std::uint64_t kb = bytes / 1024; kb >= 4 && bucket + 1 < d.size_hist.size(); kb >>= 1)
     ++bucket;
   d.size_hist[bucket].fetch_add(1, std::memory_order_relaxed);
+}
+
+void count_vectored(bool write, bool ok, std::uint64_t bytes, std::uint64_t micros) {
+  State& s = State::get();
+  if (!s.stats_running().load(std::memory_order_relaxed)) return;
+  VectorCounters& v = write ? s.counters().writev : s.counters().readv;
+  (ok ? v.ok : v.err).fetch_add(1, std::memory_order_relaxed);
+  if (!ok) return;
+  v.bytes.fetch_add(bytes, std::memory_order_relaxed);
+  v.lat_us.fetch_add(micros, std::memory_order_relaxed);
 }
 
 }  // namespace sluice::capi

@@ -46,13 +46,25 @@ struct Buffer {
 
 /// cuFile settings that have no Sluice counterpart: kept so Get returns what Set stored and
 /// cuFileDriverGetProperties reports them.
+/// A slab array (cuFileSet/GetParameter...SlabArray): up to 8 sizes (KiB) with their counts.
+struct SlabArray {
+  std::array<std::size_t, 8> sizes_kb{};
+  std::array<std::size_t, 8> counts{};
+  int len = 0;
+};
+
 struct Params {
   std::array<std::size_t, 12> size_t_values{};  ///< by CUFileSizeTConfigParameter_t
-  std::array<bool, 12> bool_values{};           ///< by CUFileBoolConfigParameter_t
-  std::array<std::string, 3> strings{};         ///< by CUFileStringConfigParameter_t
-  std::array<std::size_t, 8> slab_sizes_kb{};
-  std::array<std::size_t, 8> slab_counts{};
-  int slab_len = 0;
+  std::array<bool, 14> bool_values{};           ///< by CUFileBoolConfigParameter_t
+  std::array<std::string, 4> strings{};         ///< by CUFileStringConfigParameter_t
+  SlabArray posix_slabs;                        ///< host bounce pool (compat mode)
+  SlabArray gpu_slabs;                          ///< GPU bounce buffers (GDS 1.17)
+  /// The values given to the cuFileDriverSet* calls and the size parameters that Sluice maps
+  /// onto its own units (rounded to what its staging can do): reported back as given.
+  std::size_t given_cache_kb = 0, given_direct_io_kb = 0;
+  /// cuFileDriverSetP2PFlags, by CUfileDriverStatusFlags_t: the P2P modes asked for (bit 31 set:
+  /// asked at all).
+  std::array<unsigned, CU_FILE_MAX_TARGET_TYPES> p2p_requested{};
 };
 
 /// Per-direction counters for the cuFile stats API (cuFileGetStatsL1/L2/L3).
@@ -65,8 +77,15 @@ struct DirectionCounters {
 /// Steady-clock nanoseconds: the clock of Counters::started_ns.
 std::int64_t now_ns();
 
+/// cuFileReadv / cuFileWritev (CUDA 13.4's statistics count them apart from read/write): one
+/// count a call, whatever its segment count.
+struct VectorCounters {
+  std::atomic<std::uint64_t> ok{0}, err{0}, bytes{0}, lat_us{0};
+};
+
 struct Counters {
   DirectionCounters read, write;
+  VectorCounters readv, writev;
   std::atomic<std::uint64_t> hdl_reg_ok{0}, hdl_reg_err{0}, hdl_dereg_ok{0}, hdl_dereg_err{0};
   std::atomic<std::uint64_t> buf_reg_ok{0}, buf_reg_err{0}, buf_dereg_ok{0}, buf_dereg_err{0};
   std::atomic<std::uint64_t> reg_bytes{0};
@@ -152,9 +171,9 @@ inline CUfileError_t status(const Error& e) {
   return {static_cast<CUfileOpError>(st.err), static_cast<CUresult>(st.cu_err)};
 }
 
-/// What cuFileGetVersion reports: the cuFile API level this library implements (GDS 1.15:
-/// parameters and statistics APIs included).
-inline constexpr int kApiVersion = 1150;
+/// What cuFileGetVersion reports: the cuFile API level this library implements (GDS 1.19, CUDA
+/// 13.4: vectored I/O, GPU bounce-buffer slabs, P2P flags and topology export included).
+inline constexpr int kApiVersion = 1190;
 
 /// The integer a C caller stored in a cuFile enum. C lets any int through, while in C++ a value
 /// outside the enumerators' range must not even be loaded as the enum type.
@@ -172,5 +191,7 @@ std::string code_name(int code);
 /// Reads one transfer into the counters of the stats API.
 void count_transfer(bool write, bool ok, std::uint64_t bytes, std::uint64_t micros, Path path,
                     bool unaligned);
+/// Reads one cuFileReadv/cuFileWritev call into the counters of the stats API.
+void count_vectored(bool write, bool ok, std::uint64_t bytes, std::uint64_t micros);
 
 }  // namespace sluice::capi

@@ -3,9 +3,20 @@
 // "nvfs" those it handed to NVIDIA's cuFile (the direct path); host-memory requests count in
 // the totals only. Sluice's own per-path counters (sluice::stats(), `sluice stats`) see the
 // same requests.
+//
+// Layouts: CUDA 13.4 appended the readv/writev counters to CUfileStatsLevel1_t (512 -> 624
+// bytes), and L2/L3, which embed L1 first, moved with it. A caller's struct carries no size, so
+// the layout is a setting: 13.4's by default (the header's, and what NVIDIA's 13.4 library
+// writes), or 13.3's with SLUICE_CUFILE_STATS_ABI=13.3 for programs built against the headers of
+// CUDA 12.9 - 13.3, which would otherwise get 112 bytes written past their struct.
+#include <cstddef>
+#include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <string_view>
 
 #include "exports.hpp"
+#include "log.hpp"
 #include "state.hpp"
 
 using namespace sluice::capi;  // NOLINT(google-build-using-namespace): the C entry points below
@@ -20,6 +31,18 @@ CUfileOpCounter_t op(const std::atomic<std::uint64_t>& ok, const std::atomic<std
 }
 std::uint64_t ratio(std::uint64_t num, std::uint64_t den) {
   return den == 0 ? 0 : num / den;
+}
+
+template <typename PerSec>
+void fill_vectored(const VectorCounters& v, PerSec per_sec, CUfileOpCounter_t& ops,
+                   std::uint64_t& bytes, std::uint64_t& lat_sum, std::uint64_t& lat_avg,
+                   std::uint64_t& bw, std::uint64_t& ops_per_sec) {
+  ops = op(v.ok, v.err);
+  bytes = ld(v.bytes);
+  lat_sum = ld(v.lat_us);
+  lat_avg = ratio(lat_sum, ops.ok);
+  bw = ratio(bytes * 1000000, lat_sum);
+  ops_per_sec = per_sec(ops.ok);
 }
 
 void fill_l1(CUfileStatsLevel1_t& s) {
@@ -66,6 +89,10 @@ void fill_l1(CUfileStatsLevel1_t& s) {
   s.batch_write_bw_bytes = ratio(s.batch_write_bytes * 1000000, s.batch_completion_lat_sum_us);
   s.batch_submit_ops_per_sec = per_sec(s.batch_submit_ops.ok);
   s.batch_complete_ops_per_sec = per_sec(s.batch_complete_ops.ok);
+  fill_vectored(c.readv, per_sec, s.readv_ops, s.readv_bytes, s.readv_lat_sum_us,
+                s.readv_lat_avg_us, s.readv_bw_bytes_per_sec, s.readv_ops_per_sec);
+  fill_vectored(c.writev, per_sec, s.writev_ops, s.writev_bytes, s.writev_lat_sum_us,
+                s.writev_lat_avg_us, s.writev_bw_bytes_per_sec, s.writev_ops_per_sec);
 }
 
 void fill_l2(CUfileStatsLevel2_t& s) {
@@ -109,11 +136,51 @@ void fill_l3(CUfileStatsLevel3_t& s) {
   g.reg_bytes = ld(c.reg_bytes);
 }
 
+// CUDA 12.9 - 13.3's sizes: L1 ended before the readv/writev counters.
+constexpr std::size_t kL1Size133 = offsetof(CUfileStatsLevel1_t, readv_ops);
+constexpr std::size_t kHistBytes = sizeof(CUfileStatsLevel2_t::read_size_kb_hist);
+static_assert(kL1Size133 == 512 && sizeof(CUfileStatsLevel1_t) == 624);
+
+// True when the caller's structs have CUDA 13.3's layout (read once).
+bool layout_133() {
+  static const bool old = [] {
+    const char* v = std::getenv("SLUICE_CUFILE_STATS_ABI");
+    const std::string_view s = v != nullptr ? v : "";
+    if (!s.empty() && s != "13.3" && s != "13.4")
+      log(LogLevel::error, "SLUICE_CUFILE_STATS_ABI={}: not 13.3 or 13.4; using 13.4's layout", s);
+    return s == "13.3";
+  }();
+  return old;
+}
+
+// Writes `l2` (and, for level 3, the per-GPU part of `l3`) in 13.3's layout: L1's first 512
+// bytes, then the histograms, then num_gpus and the per-GPU array.
+void store_133(void* out, int level, const CUfileStatsLevel3_t& l3) {
+  auto* p = static_cast<unsigned char*>(out);
+  std::memcpy(p, &l3.detailed.basic, kL1Size133);
+  if (level < 2) return;
+  std::memcpy(p + kL1Size133, l3.detailed.read_size_kb_hist, kHistBytes);
+  std::memcpy(p + kL1Size133 + kHistBytes, l3.detailed.write_size_kb_hist, kHistBytes);
+  if (level < 3) return;
+  const std::size_t l2_size = kL1Size133 + 2 * kHistBytes;
+  std::memcpy(p + l2_size, &l3.num_gpus, sizeof l3.num_gpus);
+  std::memcpy(p + l2_size + (offsetof(CUfileStatsLevel3_t, per_gpu_stats) - sizeof(l3.detailed)),
+              l3.per_gpu_stats, sizeof l3.per_gpu_stats);
+}
+
 template <typename T>
 CUfileError_t get_stats(T* out, int level, void (*fill)(T&)) {
   if (out == nullptr) return status(CU_FILE_INVALID_VALUE);
   if (State::get().stats_level().load() < level) return status(CU_FILE_INVALID_VALUE);
-  fill(*out);
+  if (!layout_133()) {
+    fill(*out);
+    return kSuccess;
+  }
+  auto l3 = std::make_unique<CUfileStatsLevel3_t>();
+  if (level == 3) fill_l3(*l3);
+  else if (level == 2) fill_l2(l3->detailed);
+  else fill_l1(l3->detailed.basic);
+  store_133(out, level, *l3);
   return kSuccess;
 }
 
@@ -151,6 +218,8 @@ CUFILE_API CUfileError_t cuFileStatsReset(void) {
   Counters& c = State::get().counters();
   reset(c.read);
   reset(c.write);
+  for (VectorCounters* v : {&c.readv, &c.writev})
+    for (auto* a : {&v->ok, &v->err, &v->bytes, &v->lat_us}) a->store(0);
   for (auto* a : {&c.hdl_reg_ok,
                   &c.hdl_reg_err,
                   &c.hdl_dereg_ok,

@@ -141,6 +141,7 @@ struct CuFile::Impl {
   std::string library;
   std::string reason;
   int version = 0;
+  CuFile::Platform platform;
   bool available = false;
   CUfileOpError open_error = CU_FILE_DRIVER_NOT_INITIALIZED;  // what callers get when !available
 
@@ -229,6 +230,13 @@ void CuFile::Impl::load() {
     return;
   }
   available = true;
+  decltype(&::cuFileDriverGetProperties) get_properties = nullptr;
+  CUfileDrvProps_t props{};
+  if (resolve(get_properties, "cuFileDriverGetProperties") &&
+      get_properties(&props).err == CU_FILE_SUCCESS) {
+    platform = {props.nvfs.major_version, props.nvfs.minor_version, props.nvfs.dstatusflags,
+                props.fflags};
+  }
 }
 
 void CuFile::Impl::unload() {
@@ -258,6 +266,7 @@ void CuFile::reset_for_tests() {
 bool CuFile::available() const noexcept { return impl_->available; }
 const std::string& CuFile::reason() const noexcept { return impl_->reason; }
 int CuFile::version() const noexcept { return impl_->version; }
+CuFile::Platform CuFile::platform() const noexcept { return impl_->platform; }
 const std::string& CuFile::library() const noexcept { return impl_->library; }
 
 std::shared_ptr<CuFile::Handle> CuFile::register_handle(int fd, std::string* reason, int* code) {

@@ -25,6 +25,13 @@ class CuFile {
   [[nodiscard]] int version() const noexcept;
   /// The file that was loaded (or tried).
   [[nodiscard]] const std::string& library() const noexcept;
+  /// What the opened library's cuFileDriverGetProperties said of the platform: nvidia-fs's
+  /// version, the file systems it serves (dstatusflags) and the features (fflags). All zero when
+  /// the library is not available or does not answer.
+  struct Platform {
+    unsigned nvfs_major = 0, nvfs_minor = 0, dstatusflags = 0, fflags = 0;
+  };
+  [[nodiscard]] Platform platform() const noexcept;
 
   /// A registered cuFile handle for `fd`; deregistered when the last copy of the pointer goes.
   /// On failure: null, with `reason` set ("cuFileHandleRegister: CU_FILE_IO_NOT_SUPPORTED (5008): ...")

@@ -23,6 +23,11 @@ CuFileLibraryStatus cufile_library_status() {
   s.version = cf.version();
   s.library = cf.library();
   if (!s.available) s.reason = cf.reason();
+  const detail::CuFile::Platform p = cf.platform();
+  s.nvfs_major = p.nvfs_major;
+  s.nvfs_minor = p.nvfs_minor;
+  s.dstatusflags = p.dstatusflags;
+  s.fflags = p.fflags;
   return s;
 }
 

@@ -63,7 +63,7 @@ if(NOT rc EQUAL 0)
 endif()
 # One argument: argc 2, so code 5002 (CU_FILE_DRIVER_INVALID_PROPS) and cu_err 2.
 execute_process(COMMAND ${WORK}/helpers one RESULT_VARIABLE rc OUTPUT_VARIABLE out)
-if(NOT rc EQUAL 0 OR NOT out MATCHES "^invalid driver property \\| invalid driver property \\| 1 0 2")
+if(NOT rc EQUAL 0 OR NOT out MATCHES "^invalid property \\| invalid property \\| 1 0 2")
   message(FATAL_ERROR "the helpers gave '${out}' (exit ${rc}), not CU_FILE_DRIVER_INVALID_PROPS's text")
 endif()
 message(STATUS "linked without a cuFile library and ran: ${out}")

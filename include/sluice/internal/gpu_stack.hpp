@@ -23,6 +23,10 @@ struct CuFileLibraryStatus {
   int version = 0;         ///< cuFileGetVersion() (1000*major + 10*minor), 0 when unknown
   std::string library;     ///< the file that was loaded (or tried)
   std::string reason;      ///< why not; empty when available
+  /// What the library's cuFileDriverGetProperties reported (all 0 when not available): the
+  /// nvidia-fs version, the file systems it serves (CUfileDriverStatusFlags_t bits) and its
+  /// features (CUfileFeatureFlags_t bits). libsluice_cufile passes them on to its clients.
+  unsigned nvfs_major = 0, nvfs_minor = 0, dstatusflags = 0, fflags = 0;
 };
 [[nodiscard]] SLUICE_API CuFileLibraryStatus cufile_library_status();
 
