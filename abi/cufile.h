@@ -575,8 +575,9 @@ CUfileError_t cuFileWriteAsync(CUfileHandle_t fh, void *bufPtr_base, size_t *siz
 
 /* ============================== topology (GDS 1.17) ============================== */
 
-/* Writes the PCIe topology cuFile routes by (GPUs, their NUMA nodes and PCIe links, the storage
- * devices), as JSON, to `filename` (the form miscellaneous.static_routing_filepath reads). */
+/* Writes the PCIe topology (the GPUs and NVMe controllers with their PCI functions, NUMA nodes
+ * and root ports) as JSON to `filename`. NVIDIA's library writes the file its static routing
+ * reads (miscellaneous.static_routing_filepath); Sluice's JSON is its own (docs/cufile.md). */
 CUfileError_t cuFileExportPCIeTopology(const char *filename);
 
 #ifdef __cplusplus

@@ -106,11 +106,16 @@ CUfileOpError set_typed(Fn fn) {
 CUfileOpError set_cache_kb(std::size_t kb, Params& params) {
   const Config cfg = *config();
   const std::uint64_t want = static_cast<std::uint64_t>(kb) * 1024;  // kb <= kMaxKb
-  std::uint64_t size = cfg.bounce_buffer_size;
+  const std::uint64_t base =
+      params.unshrunk_buffer_bytes != 0 ? params.unshrunk_buffer_bytes : cfg.bounce_buffer_size;
+  std::uint64_t size = base;
   std::uint64_t count = std::min<std::uint64_t>(want / size, 4096);
   if (count < 2) {
     size = std::max<std::uint64_t>(64 * 1024, want / 2 / 4096 * 4096);
     count = 2;
+    params.unshrunk_buffer_bytes = base;
+  } else {
+    params.unshrunk_buffer_bytes = 0;
   }
   const CUfileOpError e = set_sluice(
       {{"bounce_buffer_size", std::to_string(size)}, {"bounce_buffers", std::to_string(count)}});

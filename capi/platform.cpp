@@ -7,6 +7,7 @@
 // SLUICE_SYSFS (default /sys) roots the sysfs reads, so tests can stand up a GPU's PCI function.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstdint>
@@ -42,20 +43,23 @@ std::string pci_dir(const std::string& address) {
   return sysfs_root() + "/bus/pci/devices/" + a;
 }
 
-// BAR1's size from the function's resource table (one "start end flags" line per BAR); 0 when
-// unknown or unassigned.
+// The size of the GPU's BAR1 aperture (the window peer DMA and GDS map device memory through)
+// from the function's resource table, one "start end flags" line per region. Which line holds
+// it depends on the BARs before it: a 64-bit BAR0 (as some GPUs have) takes regions 0 and 1 and
+// moves the aperture to region 2. It is the largest region after the register window (region
+// 0), among the six BARs; 0 when none is assigned.
 std::uint64_t bar1_bytes(const std::string& address) {
   std::ifstream in(pci_dir(address) + "/resource");
   std::string line;
-  for (int bar = 0; bar <= 1 && std::getline(in, line); ++bar) {
-    if (bar < 1) continue;
+  std::uint64_t largest = 0;
+  for (int region = 0; region < 6 && std::getline(in, line); ++region) {
     std::istringstream fields(line);
     std::uint64_t start = 0;
     std::uint64_t end = 0;
     fields >> std::hex >> start >> end;
-    if (fields && end > start) return end - start + 1;
+    if (region > 0 && fields && end > start) largest = std::max(largest, end - start + 1);
   }
-  return 0;
+  return largest;
 }
 
 // The device cuFile's gpuIndex names: the driver's own where it is that ordinal, else

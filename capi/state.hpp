@@ -62,6 +62,9 @@ struct Params {
   /// The values given to the cuFileDriverSet* calls and the size parameters that Sluice maps
   /// onto its own units (rounded to what its staging can do): reported back as given.
   std::size_t given_cache_kb = 0, given_direct_io_kb = 0;
+  /// The staging buffer size in force before a small cache size shrank it (0: never shrunk),
+  /// so a later, larger cache size gets buffers of that size back.
+  std::uint64_t unshrunk_buffer_bytes = 0;
   /// cuFileDriverSetP2PFlags, by CUfileDriverStatusFlags_t: the P2P modes asked for (bit 31 set:
   /// asked at all).
   std::array<unsigned, CU_FILE_MAX_TARGET_TYPES> p2p_requested{};

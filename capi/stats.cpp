@@ -7,8 +7,9 @@
 // Layouts: CUDA 13.4 appended the readv/writev counters to CUfileStatsLevel1_t (512 -> 624
 // bytes), and L2/L3, which embed L1 first, moved with it. A caller's struct carries no size, so
 // the layout is a setting: 13.4's by default (the header's, and what NVIDIA's 13.4 library
-// writes), or 13.3's with SLUICE_CUFILE_STATS_ABI=13.3 for programs built against the headers of
-// CUDA 12.9 - 13.3, which would otherwise get 112 bytes written past their struct.
+// writes), or 13.3's with SLUICE_CUFILE_STATS_ABI=13.3 (or 12.9 .. 13.2) for programs built
+// against the headers of CUDA 12.9 - 13.3, which would otherwise get 112 bytes written past
+// their struct.
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
@@ -146,9 +147,12 @@ bool layout_133() {
   static const bool old = [] {
     const char* v = std::getenv("SLUICE_CUFILE_STATS_ABI");
     const std::string_view s = v != nullptr ? v : "";
-    if (!s.empty() && s != "13.3" && s != "13.4")
-      log(LogLevel::error, "SLUICE_CUFILE_STATS_ABI={}: not 13.3 or 13.4; using 13.4's layout", s);
-    return s == "13.3";
+    // Every header before 13.4 that has the statistics API has 13.3's layout.
+    for (const std::string_view before_134 : {"12.9", "13.0", "13.1", "13.2", "13.3"})
+      if (s == before_134) return true;
+    if (!s.empty() && s != "13.4")
+      log(LogLevel::error, "SLUICE_CUFILE_STATS_ABI={}: not a CUDA version 12.9 .. 13.4; using 13.4's layout", s);
+    return false;
   }();
   return old;
 }

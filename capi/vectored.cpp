@@ -108,7 +108,11 @@ ssize_t vectored(bool write, CUfileHandle_t fh, const CUfileIOVec_t* iov, std::s
       log(LogLevel::info, "{}: invalid arguments ({} segments at {}, flags {})", api, iovcnt,
           file_offset, flags);
       out = *refused;
-    } else if (!v->segments.empty()) {
+    } else if (v->segments.empty()) {
+      // Nothing to move; the handle is still checked, as cuFileRead checks it for 0 bytes.
+      if (!State::get().find_handle(fh))
+        out = {-static_cast<ssize_t>(CU_FILE_HANDLE_NOT_REGISTERED), 0};
+    } else {
       v->outcomes.resize(v->segments.size());
       run_all(v);
       out = combine(*v);

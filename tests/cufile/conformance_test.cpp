@@ -5,6 +5,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <array>
 #include <cerrno>
 #include <climits>
 #include <cstring>
@@ -1035,7 +1037,44 @@ TEST(Driver, SixtyFourKiBCacheWorks) {
   cuFileHandleDeregister(fh);
   ::close(fd);
   close_driver_completely();
+  // A larger cache afterwards gets the staging buffers of before back, not 64 KiB ones.
   ASSERT_TRUE(ok(cuFileDriverSetMaxCacheSize(before.max_device_cache_size)));
+  CUfileDrvProps_t after;
+  ASSERT_TRUE(ok(cuFileDriverGetProperties(&after)));
+  EXPECT_EQ(after.max_device_cache_size, before.max_device_cache_size);
+  EXPECT_EQ(after.per_buffer_cache_size, before.per_buffer_cache_size);
+  size_t staging_kb = 0;
+  ASSERT_TRUE(
+      ok(cuFileGetParameterSizeT(CUFILE_PARAM_PROPERTIES_PER_BUFFER_CACHE_SIZE_KB, &staging_kb)));
+  EXPECT_EQ(staging_kb, before.per_buffer_cache_size);
+  close_driver_completely();
+}
+
+// The statistics layout: 13.4's by default; with SLUICE_CUFILE_STATS_ABI=13.3 (the
+// cufile.stats_abi_13_3 entry), nothing past 13.3's struct sizes is written, and L2/L3's parts
+// sit at 13.3's offsets.
+TEST(Stats, LayoutFollowsTheSetting) {
+  const char* abi = std::getenv("SLUICE_CUFILE_STATS_ABI");
+  const bool old = abi != nullptr && std::string(abi) == "13.3";
+  ASSERT_TRUE(ok(cuFileSetStatsLevel(3)));
+  std::vector<unsigned char> l1(sizeof(CUfileStatsLevel1_t), 0xAB);
+  ASSERT_TRUE(ok(cuFileGetStatsL1(reinterpret_cast<CUfileStatsLevel1_t*>(l1.data()))));
+  const auto untouched = [](const std::vector<unsigned char>& v, size_t from) {
+    return std::all_of(v.begin() + static_cast<long>(from), v.end(),
+                       [](unsigned char c) { return c == 0xAB; });
+  };
+  EXPECT_EQ(untouched(l1, 512), old) << "bytes 512..623 of L1";
+  EXPECT_FALSE(untouched(l1, 504)) << "13.3's last field is written in both layouts";
+  auto l3 = std::make_unique<std::array<unsigned char, sizeof(CUfileStatsLevel3_t)>>();
+  l3->fill(0xAB);
+  ASSERT_TRUE(ok(cuFileGetStatsL3(reinterpret_cast<CUfileStatsLevel3_t*>(l3->data()))));
+  uint32_t gpus = 0;
+  std::memcpy(&gpus, l3->data() + (old ? 1024 : 1136), sizeof gpus);
+  EXPECT_EQ(gpus, 1U) << "num_gpus at " << (old ? 1024 : 1136);
+  const bool tail_untouched = std::all_of(l3->begin() + 5000, l3->end(),
+                                          [](unsigned char c) { return c == 0xAB; });
+  EXPECT_EQ(tail_untouched, old) << "bytes 5000..5111 of L3";
+  ASSERT_TRUE(ok(cuFileSetStatsLevel(0)));
 }
 
 TEST(Driver, ExportPCIeTopology) {
