@@ -12,7 +12,7 @@
 #include <cctype>
 #include <cerrno>
 #include <charconv>
-#include <cstring>
+#include <system_error>
 #include <fstream>
 #include <optional>
 
@@ -279,7 +279,7 @@ std::optional<json> read_document(CufileConfig& c, const CufileEnvironment& env)
     c.status =
         err == ENOENT
             ? std::string(c.error ? "not found" : "not found (none is normal: cuFile's defaults)")
-            : fmt::format("cannot be read: {}", std::strerror(err));
+            : "cannot be read: " + std::error_code(err, std::generic_category()).message();
     return std::nullopt;
   }
   try {
@@ -301,7 +301,7 @@ bool applies(const Found& f) {
   return f.key != nullptr && f.entry.param != CufileParam::none;
 }
 
-void overridden(Found& f, std::string by) {
+void overridden(Found& f, const std::string& by) {
   f.entry.effect = E::overridden;
   f.entry.param = CufileParam::none;
   f.entry.detail = "overridden by " + by;
