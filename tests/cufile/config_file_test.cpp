@@ -174,6 +174,35 @@ TEST_F(ConfigFile, CommentsParseAndEachMappedKeyTakesEffect) {
   });
 }
 
+// NVIDIA's current default file sizes the GPU bounce buffers with slabs: both arrays reach
+// cuFileGetParameterGpuBounceBufferSlabArray and the properties; one array alone takes the
+// other's default, and arrays of different lengths are refused.
+TEST_F(ConfigFile, GpuBounceBufferSlabsTakeEffect) {
+  in_child(file(R"({"properties": {"gpu_bounce_buffer_slab_config":
+                     {"slab_size_kb": [1024, 4096], "slab_count": [4, 2]}}})"),
+           [](Verdict& v, const auto& log) {
+             size_t sizes[8] = {}, counts[8] = {};
+             v.is(ok(cuFileGetParameterGpuBounceBufferSlabArray(sizes, counts, 8)), "getter");
+             v.is(sizes[0] == 1024 && sizes[1] == 4096 && counts[0] == 4 && counts[1] == 2,
+                  "slabs");
+             CUfileDrvProps_t p{};
+             v.is(ok(cuFileDriverGetProperties(&p)), "properties");
+             v.eq(p.per_buffer_cache_size, 4096U, "the largest slab");
+             v.eq(p.max_device_cache_size, 12288U, "the slabs' total");
+             v.eq(count_of(log(), "sluice_cufile: error:"), 0U, "no error");
+           });
+}
+
+TEST_F(ConfigFile, GpuSlabArraysOfDifferentLengthsAreRefused) {
+  in_child(file(R"({"properties": {"gpu_bounce_buffer_slab_config":
+                     {"slab_size_kb": [1024, 4096], "slab_count": [4]}}})"),
+           [](Verdict& v, const auto& log) {
+             v.eq(size_param(CUFILE_PARAM_PROPERTIES_PER_BUFFER_CACHE_SIZE_KB), 4096U,
+                  "bounce_buffer_size stays Sluice's default");
+             v.is(log().find("2 sizes but 1 counts") != std::string::npos, "logged");
+           });
+}
+
 // What DeepSpeed's GDS handle writes as local_cufile.json and points CUFILE_ENV_PATH_JSON at.
 constexpr const char* kDeepSpeed =
     R"({"execution": {"max_io_queue_depth": 128, "max_request_parallelism": 8, "max_io_threads": 8, )"
