@@ -135,6 +135,9 @@ IoOutcome run(const IoRequest& r, std::string_view api) {
   opt.device = dev;
   std::string note;
   const MemoryKind kind = dev->pointer_kind(buf);
+  // cuFile's compat settings (path direct or bounce) are about device memory: host memory takes
+  // the host path whatever they say (libsluice refuses a GPU path for host memory as misuse).
+  if (kind != MemoryKind::device) opt.path = Path::host;
   if (auto refused = avoid_self_direct(kind, opt, note, api)) return *refused;
   const bool unaligned = reinterpret_cast<std::uintptr_t>(buf) % 4096 != 0 ||
                          r.file_offset % 4096 != 0 || r.size % 4096 != 0;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "batch.hpp"
+#include "cufile_config.hpp"
 #include "log.hpp"
 #include "sluice/config.hpp"
 #include "sluice/error.hpp"
@@ -71,6 +72,9 @@ State::State() : params_(default_params()) {
 State& State::get() {
   // Leaked: application threads and static destructors may still call in during exit.
   static State* const s = new State();
+  // Every entry point comes through here first: cufile.json and CUFILE_* take effect before the
+  // process's first call does anything (outside the constructor: applying calls back in here).
+  apply_cufile_config_once();
   return *s;
 }
 

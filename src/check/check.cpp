@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "check/cufile_json.hpp"
 #include "check/sysfs.hpp"
 #include "sluice/device.hpp"
 #include "sluice/error.hpp"
@@ -270,6 +271,7 @@ Report inspect(const std::vector<std::string>& paths) {
   }
   for (const auto& p : paths) r.paths.push_back(inspect_path(p, device));
   r.config = config()->entries();
+  r.cufile_json = inspect_cufile_json();
   r.hwloc = hwloc_summary();
   return r;
 }
@@ -336,6 +338,7 @@ std::string to_json(const Report& r) {
     cfg[c.name] = {{"value", c.value}, {"source", to_string(c.source)}, {"env", c.env}};
   }
   j["config"] = cfg;
+  j["cufile_json"] = cufile_json_json(r.cufile_json);
   j["hwloc"] = r.hwloc;
   return j.dump(2);
 }
@@ -410,6 +413,7 @@ std::string to_text(const Report& r) {
   line("Configuration");
   for (const auto& c : r.config)
     line(fmt::format("  {:<20} {:<12} {} ({})", c.name, c.value, to_string(c.source), c.env));
+  s += cufile_json_text(r.cufile_json);
   return s;
 }
 

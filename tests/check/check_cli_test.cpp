@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <array>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -239,6 +240,55 @@ TEST_F(Check, JsonHasTheDocumentedFieldsWithTheirTypes) {
   const json off = check_json(shell_quote(scratch_->path()), 0, "SLUICE_DIRECT_IO=0");
   EXPECT_FALSE(off.at("paths").at(0).at("o_direct").get<bool>());
   EXPECT_EQ(off["paths"][0].at("o_direct_reason"), "direct I/O disabled by configuration");
+}
+
+// The cufile.json a cuFile program would run with: the file found, each key's effect, the
+// variables, and Sluice's own settings winning over both; in the JSON and in the text.
+TEST_F(Check, CufileJsonKeysVariablesAndOverrides) {
+  const std::string file = scratch_->path() + "/cufile.json";
+  std::ofstream(file) << R"(// as NVIDIA writes it
+    { "execution": { "max_io_queue_depth": 64, /* beaten by SLUICE_QUEUE_DEPTH */ "max_io_threads": 3 },
+      "properties": { "allow_compat_mode": false, "use_poll_mode": "yes", "no_such_key": 1 },
+      "fs": { "generic": { "posix_unaligned_writes": true } } })";
+  const std::string env =
+      "CUFILE_ENV_PATH_JSON=" + shell_quote(file) +
+      " CUFILE_FORCE_COMPAT_MODE=true CUFILE_ALLOW_COMPAT_MODE=true SLUICE_QUEUE_DEPTH=7";
+  const json c = check_json("", 0, env).at("cufile_json");
+  EXPECT_EQ(c.at("path"), file);
+  EXPECT_EQ(c.at("lookup"), "CUFILE_ENV_PATH_JSON");
+  EXPECT_EQ(c.at("read"), true);
+  EXPECT_EQ(c.at("error"), false);
+  const json& k = c.at("keys");
+  const auto effect = [&](const char* key) { return k.at(key).at("effect").get<std::string>(); };
+  EXPECT_EQ(effect("execution.max_io_queue_depth"), "overridden");
+  EXPECT_EQ(k.at("execution.max_io_queue_depth").at("detail"),
+            "overridden by SLUICE_QUEUE_DEPTH=7");
+  EXPECT_EQ(effect("execution.max_io_threads"), "sluice_setting");
+  EXPECT_EQ(effect("properties.allow_compat_mode"), "overridden");
+  EXPECT_EQ(k.at("properties.allow_compat_mode").at("detail"),
+            "overridden by CUFILE_ALLOW_COMPAT_MODE=true");
+  EXPECT_EQ(effect("properties.use_poll_mode"), "invalid");
+  EXPECT_EQ(effect("properties.no_such_key"), "unknown");
+  EXPECT_EQ(effect("fs.generic.posix_unaligned_writes"), "no_effect");
+  EXPECT_EQ(effect("CUFILE_FORCE_COMPAT_MODE"), "sluice_setting");
+  EXPECT_EQ(k.at("CUFILE_FORCE_COMPAT_MODE").at("from"), "environment");
+  EXPECT_EQ(k.at("execution.max_io_threads").at("from"), "file");
+
+  const CliRun text = sluice("check", env);
+  EXPECT_NE(text.out.find("cuFile configuration (libsluice_cufile)\n  file " + file +
+                          " (CUFILE_ENV_PATH_JSON): read"),
+            std::string::npos)
+      << text.out;
+  EXPECT_NE(text.out.find("  execution.max_io_threads = 3: threads = 3"), std::string::npos)
+      << text.out;
+
+  // A file named but missing: an error, no keys.
+  const json missing =
+      check_json("", 0, "CUFILE_ENV_PATH_JSON=" + shell_quote(file + ".gone")).at("cufile_json");
+  EXPECT_EQ(missing.at("error"), true);
+  EXPECT_EQ(missing.at("read"), false);
+  EXPECT_EQ(missing.at("status"), "not found");
+  EXPECT_TRUE(missing.at("keys").empty());
 }
 
 TEST_F(Check, NoGpuAndNoCufileAreStatedWithoutAnErrorExit) {

@@ -76,6 +76,27 @@ struct PathReport {
   std::string residency_method;        ///< cachestat | mincore | none
 };
 
+/// One key of cufile.json, or one CUFILE_* variable, with what libsluice_cufile does with it
+/// (docs/cufile.md, "cufile.json and the environment").
+struct CufileJsonKey {
+  std::string name;       ///< dotted key ("execution.max_io_threads") or variable name
+  bool from_env = false;  ///< a CUFILE_* variable rather than a key of the file
+  std::string value;      ///< as written (JSON text for the file's keys)
+  /// sluice_setting | cufile_layer | kept | no_effect | unknown | invalid | overridden
+  std::string effect;
+  std::string detail;     ///< the setting and value it gives, or why it has no effect
+};
+
+/// The cuFile configuration a cuFile program would run with on libsluice_cufile here.
+struct CufileJson {
+  std::string path;                 ///< the file looked at
+  std::string lookup;               ///< "CUFILE_ENV_PATH_JSON" or "default"
+  bool read = false;                ///< the file was read; its keys are listed
+  bool error = false;               ///< status is an error (named file missing, not JSON, ...)
+  std::string status;               ///< "read", or why no file was read
+  std::vector<CufileJsonKey> keys;  ///< the file's keys, then the variables
+};
+
 struct Report {
   bool cuda = false;
   std::string cuda_reason;  ///< why no CUDA GPU, when cuda is false
@@ -85,6 +106,7 @@ struct Report {
   Platform platform;
   std::vector<PathReport> paths;
   std::vector<Config::Entry> config;
+  CufileJson cufile_json;
   std::string hwloc;  ///< topology summary, or why there is none
 };
 
