@@ -79,8 +79,10 @@ void report_problems(const CufileConfig& c) {
       idle.push_back(e.name);
     }
   }
+  // Info, not a warning: NVIDIA's stock /etc/cufile.json sets about twenty such keys (fs.*,
+  // denylist.*, rdma_*), and every program would print them on each start.
   if (!idle.empty()) {
-    log(LogLevel::warn, "cuFile configuration: no effect in Sluice: {} (SLUICE_LOG=info says why)",
+    log(LogLevel::info, "cuFile configuration: no effect in Sluice: {} (docs/cufile.md says why)",
         fmt::join(idle, ", "));
   }
 }
