@@ -65,7 +65,14 @@ std::size_t size_value(CUFileSizeTConfigParameter_t p, const Config& cfg, const 
     case CUFILE_PARAM_EXECUTION_MAX_IO_THREADS:
       return cfg.effective_threads();
     case CUFILE_PARAM_PROPERTIES_MAX_DIRECT_IO_SIZE_KB:
-      return params.given_direct_io_kb != 0 ? params.given_direct_io_kb : cfg.io_size / 1024;
+      if (params.given_direct_io_kb != 0) return params.given_direct_io_kb;
+      // With GPU slabs, a request is at most the largest slab, as NVIDIA's properties say (and
+      // Sluice's staging chunks are at most its buffers, the largest slab's size).
+      if (params.gpu_slabs.len > 0) {
+        return *std::max_element(params.gpu_slabs.sizes_kb.begin(),
+                                 params.gpu_slabs.sizes_kb.begin() + params.gpu_slabs.len);
+      }
+      return cfg.io_size / 1024;
     case CUFILE_PARAM_PROPERTIES_MAX_DEVICE_CACHE_SIZE_KB:
       return params.given_cache_kb != 0 ? params.given_cache_kb
                                         : cfg.bounce_buffers * cfg.bounce_buffer_size / 1024;
