@@ -14,7 +14,8 @@
 #      interleaved, medians and ratios, after checking the three give byte-equal tensors;
 #   5. sluice.File.read into a CUDA torch tensor and, where cupy imports, a CuPy array, on each
 #      path, with the path and reason taken, the bytes checked against a host read;
-#   6. one cuFile program on NVIDIA's libcufile.so.0 and on libsluice_cufile;
+#   6. one cuFile program on NVIDIA's libcufile.so.0 and on libsluice_cufile, then cuda-python's
+#      call sequence and two NVIDIA samples on each (bench/cufile-parity.sh);
 #   7. sluice_load_bench against safetensors.torch.load_file (bench/load-vs-torch.sh), cold, warm;
 #   8. python/tests with pytest, where pytest imports (CUDA cases run, the rest as in CI);
 #   9. with torch (CUDA): bench/save.py --device cuda:0 (issue 21): a state dict of min(--size,
@@ -488,6 +489,16 @@ for mode in ("sluice", "sluice+nvidia-direct"):
 PY
 }
 
+# 6b. The same cuFile programs (cuda-python's call sequence, NVIDIA's samples 007 and
+# error_and_properties) on NVIDIA's libcufile.so.0 and on libsluice_cufile: a program that passes
+# on one and fails on the other shows where the two differ (bench/cufile-parity.sh).
+cufile_parity() {
+  local nv_dir=""
+  [ -n "${SLUICE_LIBCUFILE:-}" ] && nv_dir=$(dirname "$SLUICE_LIBCUFILE")
+  timeout "$(cap 300)" bash "$here/bench/cufile-parity.sh" "$kit/include/sluice" "$kit/lib/sluice" \
+    "$nv_dir" "$tmp/parity"
+}
+
 # 7. sluice_load_bench (C++) against safetensors.torch.load_file, each in a fresh process.
 load_vs_torch() {
   local cache
@@ -564,6 +575,7 @@ else
   step "File.read into CUDA memory" python_reads
 fi
 step "cuFile program" cufile_program
+step "cuFile parity (NVIDIA's libcufile and libsluice_cufile)" cufile_parity
 if [ -f "$ckpt" ]; then step "sluice_load_bench against torch" load_vs_torch
 else skip "sluice_load_bench against torch" "no checkpoint (it needs torch with CUDA and safetensors)"; fi
 if [ -z "$pkg" ]; then skip "python tests" "no Python package"

@@ -7,6 +7,9 @@
  * only the header and the library. The test harness points SLUICE_SYSFS at a folder where the
  * GPU's PCI function has a BAR1 of 256 MiB (cuda-python's test_get_bar_size_in_kb expects one).
  *
+ * The same program runs on NVIDIA's libcufile (bench/cufile-parity.sh, on a GPU machine), so
+ * every expectation here is one NVIDIA's library meets too.
+ *
  * usage: cuda_python_sequence WORK_DIR */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -71,7 +74,8 @@ static void driver(void) {
   OK(cuFileDriverSetMaxPinnedMemSize(props.max_device_pinned_mem_size));
   size_t bar_kb = 0;
   OK(cuFileGetBARSizeInKB(0, &bar_kb));
-  CHECK(bar_kb == 256 * 1024);
+  /* run-with-sysfs.sh's 256 MiB; on a real GPU (bench/cufile-parity.sh), whatever it has. */
+  CHECK(getenv("SLUICE_SYSFS") != NULL ? bar_kb == 256 * 1024 : bar_kb > 0);
 }
 
 static void io(const char* dir) {
@@ -177,7 +181,8 @@ int main(int argc, char** argv) {
   }
   int version = 0;
   OK(cuFileGetVersion(&version));
-  CHECK(version >= 1190);
+  CHECK(version >= 1140); /* the parameter API; readv/writev need 1190 and fail to bind before */
+  printf("cuFileGetVersion: %d\n", version);
   parameters_before_open();
   driver();
   statistics(argv[1]);
