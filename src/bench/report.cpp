@@ -227,17 +227,17 @@ std::string cache_warning(const RunResult& r) {
 
 std::string cache_note(const Plan& plan) {
   if (plan.cache == CacheState::warm) {
-    return "cache: warm: before each run that reads, its data set is read through the page cache; O_DIRECT "
-           "types read with cache_policy auto (what the cache holds from it, the rest O_DIRECT). The cache "
-           "column gives the share of the data set cached as each run began.\n";
+    return "cache: warm: each run that reads starts with its files' range read through the page cache, the\n"
+           "       O_DIRECT types reading what it holds from it (cache_policy auto); column cache: the share\n"
+           "       of the range cached as the run began\n";
   }
   if (plan.cache == CacheState::cold) {
-    return "cache: cold: before each run that reads, its data set is written back and dropped from the page "
-           "cache (fdatasync, posix_fadvise DONTNEED: fio's invalidate=1; --warm reads it in instead). The "
-           "cache column gives the share of the data set cached as each run began.\n";
+    return "cache: cold: each run that reads starts with its files' range written back and dropped from the\n"
+           "       page cache (fdatasync, posix_fadvise DONTNEED: fio's invalidate=1; --warm reads it in\n"
+           "       instead); column cache: the share of the range cached as the run began\n";
   }
-  return "cache: as it is (nothing dropped or read in); the cache column gives the share of the data set "
-         "cached as each run began.\n";
+  return "cache: as it is, nothing dropped or read in; column cache: the share of the files' range cached\n"
+         "       as the run began\n";
 }
 
 std::string result_table(const std::vector<RunResult>& runs, bool header) {
