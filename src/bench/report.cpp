@@ -243,13 +243,13 @@ std::string cache_note(const Plan& plan) {
 std::string result_table(const std::vector<RunResult>& runs, bool header) {
   std::string out;
   if (header) out = fmt::format(
-      "{:<16} {:<9} {:>6} {:>3} {:>4} {:>8} {:>8} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8}  {:<12} {}\n",
+      "{:<16} {:<9} {:>6} {:>3} {:>4} {:>8} {:>8} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8}  {:<13} {}\n",
       "xfer", "rw", "bs", "thr", "qd", "GiB/s", "GB/s", "IOPS", "mean us", "p50", "p90", "p99",
       "p99.9", "max", "CPUs/GiB", "cache", "path (reason)");
   for (const RunResult& r : runs) {
     std::string name(to_string(r.xfer));
     if (r.phase != "run") name += "/" + r.phase;
-    out += fmt::format("{:<16} {:<9} {:>6} {:>3} {:>4} {:>8.3f} {:>8.3f} {:>10.0f} {} {:>8.3f}  {:<12} {} ({})\n",
+    out += fmt::format("{:<16} {:<9} {:>6} {:>3} {:>4} {:>8.3f} {:>8.3f} {:>10.0f} {} {:>8.3f}  {:<13} {} ({})\n",
                        name, to_string(r.rw), size_label(r.block_size), r.threads, r.iodepth,
                        r.gib_per_s(), r.gb_per_s(), r.iops(), latency_cells(r.latency),
                        r.cpu_seconds_per_gib(), r.cache.label(), r.path.empty() ? "-" : r.path, r.reason);
@@ -280,11 +280,11 @@ std::string result_table(const std::vector<RunResult>& runs, bool header) {
 }
 
 std::string summary_table(const std::vector<Summary>& summaries) {
-  std::string out = fmt::format("{:<16} {:>6} {:>6} {:>9} {:>11} {:>9} {:>9} {:>9} {:>7}  {:<12} {}\n", "xfer",
+  std::string out = fmt::format("{:<16} {:>6} {:>6} {:>9} {:>11} {:>9} {:>9} {:>9} {:>7}  {:<13} {}\n", "xfer",
                                 "bs", "rounds", "GiB/s", "IOPS", "p50 us", "p99 us", "CPUs/GiB", "ratio", "cache",
                                 "path");
   for (const Summary& s : summaries) {
-    out += fmt::format("{:<16} {:>6} {:>6} {:>9.3f} {:>11.0f} {:>9.1f} {:>9.1f} {:>9.3f} {:>6.2f}x  {:<12} {}\n",
+    out += fmt::format("{:<16} {:>6} {:>6} {:>9.3f} {:>11.0f} {:>9.1f} {:>9.1f} {:>9.3f} {:>6.2f}x  {:<13} {}\n",
                        to_string(s.xfer), size_label(s.block_size), s.rounds, s.gib_per_s, s.iops,
                        s.p50_us, s.p99_us, s.cpu_seconds_per_gib, s.ratio, s.cache, s.path);
   }
