@@ -5,7 +5,6 @@
 // or warm (read through the cache), and the state is then measured with the residency probe,
 // never assumed: a file system that keeps its pages (tmpfs) or a page another process has
 // mapped shows up as "NOT cold" in the row instead of a wrong figure passing for a cold one.
-#include <cerrno>
 #include <cmath>
 #include <cstring>
 
@@ -38,7 +37,9 @@ std::string errno_text(const char* what, const std::string& path, int e) {
   return fmt::format("{} of {} failed: {}", what, path, std::strerror(e));
 }
 
-std::string percent(double f) { return fmt::format("{:.0f}%", std::floor(f * 100 + 0.5)); }
+std::string percent(double f) {
+  return fmt::format("{:.0f}%", std::floor(f * 100 + 0.5));
+}
 
 }  // namespace
 
@@ -101,7 +102,8 @@ CacheRecord prepare_cache(CacheState state, const std::vector<CacheSpan>& spans)
     if (const int e = read_into_cache(s.file->fd(), s.lo, s.hi - s.lo); e != 0)
       rec.error = errno_text("reading it through the page cache", s.file->path(), e);
   }
-  if (state == CacheState::cold) rec.how = "fdatasync, then posix_fadvise(DONTNEED) of the data set";
+  if (state == CacheState::cold)
+    rec.how = "fdatasync, then posix_fadvise(DONTNEED) of the data set";
   if (state == CacheState::warm) rec.how = "the data set read through the page cache";
   probe_spans(spans, rec.pages, rec.cached_start, rec.known);
   return rec;
@@ -113,8 +115,9 @@ void finish_cache(CacheRecord& rec, const std::vector<CacheSpan>& spans, const R
   probe_spans(spans, pages, rec.cached_end, known);
   rec.known = rec.known && known;
   // Read more than once (a time-bound run wrapped around) while the cache filled up behind it.
-  rec.rewarmed = rec.known && rec.state == CacheState::cold && res.reads.bytes > res.dataset_bytes &&
-                 2 * rec.cached_end >= rec.pages && rec.cached_end > rec.cached_start;
+  rec.rewarmed = rec.known && rec.state == CacheState::cold &&
+                 res.reads.bytes > res.dataset_bytes && 2 * rec.cached_end >= rec.pages &&
+                 rec.cached_end > rec.cached_start;
 }
 
 }  // namespace detail

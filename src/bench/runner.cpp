@@ -449,8 +449,8 @@ std::vector<detail::CacheSpan> cache_spans(const Layout& layout) {
   std::map<std::string, detail::CacheSpan> by_path;
   for (std::size_t t = 0; t < layout.paths.size(); ++t) {
     const Region r = layout.regions[t];
-    auto [it, fresh] = by_path.try_emplace(layout.paths[t], detail::CacheSpan{
-                                                                 layout.files.at(layout.paths[t]).get(), r.lo, r.hi});
+    const detail::CacheSpan first{layout.files.at(layout.paths[t]).get(), r.lo, r.hi};
+    auto it = by_path.try_emplace(layout.paths[t], first).first;
     it->second.lo = std::min(it->second.lo, r.lo);
     it->second.hi = std::max(it->second.hi, r.hi);
   }

@@ -58,7 +58,8 @@ std::string drop_page_cache(const std::vector<std::string>& files, DropScope sco
 
 int evict_range(int fd, std::uint64_t offset, std::uint64_t size) noexcept {
   if (const int e = sync_fd(fd, false); e != 0) return e;
-  return ::posix_fadvise(fd, static_cast<off_t>(offset), static_cast<off_t>(size), POSIX_FADV_DONTNEED);
+  return ::posix_fadvise(fd, static_cast<off_t>(offset), static_cast<off_t>(size),
+                         POSIX_FADV_DONTNEED);
 }
 
 int read_into_cache(int fd, std::uint64_t offset, std::uint64_t size) noexcept {
