@@ -75,7 +75,9 @@ std::string rank_run_to_wire(const RankRun& rr) {
             {"verified", r.verified},
             {"error", r.error},
             {"stopped_bytes", r.stopped_bytes ? json(*r.stopped_bytes) : json(nullptr)},
-            {"stopped_s", r.stopped_s}};
+            {"stopped_s", r.stopped_s},
+            {"cache", {to_string(r.cache.state), r.cache.pages, r.cache.cached_start, r.cache.cached_end,
+                       r.cache.known, r.cache.rewarmed, r.cache.how, r.cache.error}}};
   return j.dump();
 }
 
@@ -118,6 +120,9 @@ RankRun rank_run_from_wire(std::string_view text) {
     if (!j.at("stopped_bytes").is_null())
       r.stopped_bytes = j.at("stopped_bytes").get<std::uint64_t>();
     r.stopped_s = j.at("stopped_s");
+    const json& c = j.at("cache");
+    r.cache = {.state = parse_cache_state(c.at(0).get<std::string>()), .pages = c.at(1), .cached_start = c.at(2),
+               .cached_end = c.at(3), .known = c.at(4), .rewarmed = c.at(5), .how = c.at(6), .error = c.at(7)};
     return rr;
   } catch (const json::exception& e) {
     throw_usage_error({.op = "bench"}, fmt::format("malformed rank result: {}", e.what()));
@@ -138,6 +143,9 @@ RunResult aggregate_header(const RunResult& first) {
   a.iodepth = first.iodepth;
   a.memory = first.memory;
   a.verified = true;
+  a.cache.state = first.cache.state;
+  a.cache.known = true;  // until a rank's probe did not answer
+  a.cache.how = first.cache.how;
   return a;
 }
 
@@ -174,6 +182,13 @@ void add_to_aggregate(RunResult& a, const RankRun& rr, detail::PathCounts& paths
   a.writes.merge(r.writes);
   a.fell_back = a.fell_back || r.fell_back;
   a.verified = a.verified && r.verified;
+  // Every rank's pages together: the aggregate's cache state is the job's data set's.
+  a.cache.pages += r.cache.pages;
+  a.cache.cached_start += r.cache.cached_start;
+  a.cache.cached_end += r.cache.cached_end;
+  a.cache.known = a.cache.known && r.cache.known;
+  a.cache.rewarmed = a.cache.rewarmed || r.cache.rewarmed;
+  if (a.cache.error.empty() && !r.cache.error.empty()) a.cache.error = fmt::format("rank {}: {}", rr.rank, r.cache.error);
   for (const auto& p : r.paths) paths[{p.path, p.reason}] += p.ios;
   if (!r.error.empty() && a.error.empty()) {
     a.error = fmt::format("rank {} on {}: {}", rr.rank, rr.host, r.error);

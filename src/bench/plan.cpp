@@ -54,6 +54,7 @@ std::vector<RunResult> run_plan(const Plan& plan, const std::function<void(const
         Workload w = plan.workload;
         w.block_size = bs;
         w.xfer = x;
+        w.cache = plan.cache;
         if (hooks.before_run) hooks.before_run(w, "run");
         if (plan.drop_caches) (void)drop_caches(plan_files(w));
         RunResult r = run_workload(w, progress, hooks.run);
@@ -76,6 +77,8 @@ std::vector<Summary> summarize(const std::vector<RunResult>& runs) {
   struct Acc {
     std::vector<double> gib, iops, p50, p99, cpu;
     std::string path;
+    std::string cache;  // the state of the rounds, or the first round's label that did not hold
+    bool odd = false;
   };
   std::vector<std::pair<std::uint64_t, XferType>> order;
   std::map<std::pair<std::uint64_t, int>, Acc> acc;
@@ -90,6 +93,11 @@ std::vector<Summary> summarize(const std::vector<RunResult>& runs) {
     a.p99.push_back(static_cast<double>(r.latency.value_at_percentile(99)) / 1e3);
     a.cpu.push_back(r.cpu_seconds_per_gib());
     if (a.path.empty()) a.path = r.fell_back ? r.path + " (fell back)" : r.path;
+    const bool odd = !r.cache.held() || r.cache.rewarmed || !r.cache.known;
+    if (a.cache.empty() || (odd && !a.odd)) {
+      a.cache = odd || r.cache.state == CacheState::as_is ? r.cache.label() : std::string(to_string(r.cache.state));
+      a.odd = odd;
+    }
   }
   std::vector<Summary> out;
   std::map<std::uint64_t, double> first;
@@ -105,6 +113,7 @@ std::vector<Summary> summarize(const std::vector<RunResult>& runs) {
     s.p99_us = median(a.p99);
     s.cpu_seconds_per_gib = median(a.cpu);
     s.path = a.path;
+    s.cache = a.cache;
     if (!first.contains(bs)) first[bs] = s.gib_per_s;
     s.ratio = first[bs] > 0 ? s.gib_per_s / first[bs] : 0;
     out.push_back(s);

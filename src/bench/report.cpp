@@ -104,7 +104,8 @@ json plan_json(const Plan& p) {
           {"block_sizes", p.block_sizes},
           {"xfers", x},
           {"repeat", p.repeat},
-          {"drop_caches", p.drop_caches}};
+          {"drop_caches", p.drop_caches},
+          {"cache", to_string(p.cache)}};
 }
 
 Plan plan_from(const json& j) {
@@ -114,7 +115,25 @@ Plan plan_from(const json& j) {
   for (const auto& x : j.value("xfers", std::vector<std::string>{})) p.xfers.push_back(parse_xfer(x));
   p.repeat = j.value("repeat", 1U);
   p.drop_caches = j.value("drop_caches", false);
+  // Plans written before cache states existed ran on whatever the cache held: they rerun cold,
+  // the like-for-like default, since "whatever it held" cannot be reproduced.
+  p.cache = parse_cache_state(j.value("cache", "cold"));
   return p;
+}
+
+// The page cache state a run started in (docs/bench.md, "Cache state"); fractions are null where
+// no residency probe answered.
+json cache_json(const CacheRecord& c) {
+  auto fraction = [&](double f) { return c.known ? json(f) : json(nullptr); };
+  return {{"state", to_string(c.state)},
+          {"held", c.held()},
+          {"label", c.label()},
+          {"resident_start", fraction(c.start_fraction())},
+          {"resident_end", fraction(c.end_fraction())},
+          {"pages", c.pages},
+          {"rewarmed", c.rewarmed},
+          {"how", c.how},
+          {"error", c.error.empty() ? json(nullptr) : json(c.error)}};
 }
 
 json result_obj(const RunResult& r) {
@@ -152,6 +171,7 @@ json result_obj(const RunResult& r) {
             {"cpu_seconds_per_gib", r.cpu_seconds_per_gib()},
             {"verified", r.verified},
             {"samples", samples},
+            {"cache", cache_json(r.cache)},
             {"error", r.error.empty() ? json(nullptr) : json(r.error)}};
   if (r.clat.count() > 0) {  // fio's clat, where the run measured it (--submit-batch N)
     o["clat_us"] = latency_json(r.clat);
@@ -180,21 +200,59 @@ std::string latency_cells(const LatencyHistogram& h) {
                      us(h.value_at_percentile(99)), us(h.value_at_percentile(99.9)), us(h.max()));
 }
 
+// A line under a row whose run did not start in the cache state asked for, or was served from
+// memory on later passes of a cold start: the figure is then not what the cache column claims.
+std::string cache_warning(const RunResult& r) {
+  const CacheRecord& c = r.cache;
+  std::string out;
+  if (!c.error.empty()) out += fmt::format("  !! cache: {}\n", c.error);
+  if (!c.held()) {
+    out += fmt::format(
+        "  !! {} was to start {}, but the page cache held {:.0f}% of the data set ({}){}\n", to_string(r.xfer),
+        to_string(c.state), 100 * c.start_fraction(), c.how,
+        c.state == CacheState::cold ? ": pages another process maps or locks, or a file system that keeps "
+                                      "them (tmpfs), stay cached"
+                                    : ": the data set may not fit in memory");
+  } else if (c.rewarmed) {
+    out += fmt::format(
+        "  !! {} started cold, but read the data set {:.1f} times through the page cache, which held {:.0f}% "
+        "of it by the end: later passes came from memory (a size-bound run, without --time, reads it once)\n",
+        to_string(r.xfer), r.dataset_bytes > 0 ? static_cast<double>(r.reads.bytes) / static_cast<double>(r.dataset_bytes) : 0.0,
+        100 * c.end_fraction());
+  }
+  return out;
+}
+
 }  // namespace
+
+std::string cache_note(const Plan& plan) {
+  if (plan.cache == CacheState::warm) {
+    return "cache: warm: each run that reads starts with its files' range read through the page cache, the\n"
+           "       O_DIRECT types reading what it holds from it (cache_policy auto); column cache: the share\n"
+           "       of the range cached as the run began\n";
+  }
+  if (plan.cache == CacheState::cold) {
+    return "cache: cold: each run that reads starts with its files' range written back and dropped from the\n"
+           "       page cache (fdatasync, posix_fadvise DONTNEED: fio's invalidate=1; --warm reads it in\n"
+           "       instead); column cache: the share of the range cached as the run began\n";
+  }
+  return "cache: as it is, nothing dropped or read in; column cache: the share of the files' range cached\n"
+         "       as the run began\n";
+}
 
 std::string result_table(const std::vector<RunResult>& runs, bool header) {
   std::string out;
   if (header) out = fmt::format(
-      "{:<16} {:<9} {:>6} {:>3} {:>4} {:>8} {:>8} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8}  {}\n",
+      "{:<16} {:<9} {:>6} {:>3} {:>4} {:>8} {:>8} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8}  {:<13} {}\n",
       "xfer", "rw", "bs", "thr", "qd", "GiB/s", "GB/s", "IOPS", "mean us", "p50", "p90", "p99",
-      "p99.9", "max", "CPUs/GiB", "path (reason)");
+      "p99.9", "max", "CPUs/GiB", "cache", "path (reason)");
   for (const RunResult& r : runs) {
     std::string name(to_string(r.xfer));
     if (r.phase != "run") name += "/" + r.phase;
-    out += fmt::format("{:<16} {:<9} {:>6} {:>3} {:>4} {:>8.3f} {:>8.3f} {:>10.0f} {} {:>8.3f}  {} ({})\n",
+    out += fmt::format("{:<16} {:<9} {:>6} {:>3} {:>4} {:>8.3f} {:>8.3f} {:>10.0f} {} {:>8.3f}  {:<13} {} ({})\n",
                        name, to_string(r.rw), size_label(r.block_size), r.threads, r.iodepth,
                        r.gib_per_s(), r.gb_per_s(), r.iops(), latency_cells(r.latency),
-                       r.cpu_seconds_per_gib(), r.path.empty() ? "-" : r.path, r.reason);
+                       r.cpu_seconds_per_gib(), r.cache.label(), r.path.empty() ? "-" : r.path, r.reason);
     if (r.clat.count() > 0) {
       out += fmt::format("{:<16} {:<9} {:>6} {:>3} {:>4} {:>8} {:>8} {:>10} {} {:>8}  {}\n", "  clat", "", "",
                          "", "", "", "", "", latency_cells(r.clat), "",
@@ -212,6 +270,7 @@ std::string result_table(const std::vector<RunResult>& runs, bool header) {
     if (r.fell_back) {
       out += fmt::format("  !! {} did not run on the direct path: {}\n", to_string(r.xfer), r.reason);
     }
+    out += cache_warning(r);
     if (!r.error.empty()) {
       out += fmt::format("  !! FAILED after {} in {:.3f} s (figures above cover that part): {}\n",
                          format_size(r.bytes), r.seconds, r.error);
@@ -221,12 +280,13 @@ std::string result_table(const std::vector<RunResult>& runs, bool header) {
 }
 
 std::string summary_table(const std::vector<Summary>& summaries) {
-  std::string out = fmt::format("{:<16} {:>6} {:>6} {:>9} {:>11} {:>9} {:>9} {:>9} {:>7}  {}\n", "xfer", "bs",
-                                "rounds", "GiB/s", "IOPS", "p50 us", "p99 us", "CPUs/GiB", "ratio", "path");
+  std::string out = fmt::format("{:<16} {:>6} {:>6} {:>9} {:>11} {:>9} {:>9} {:>9} {:>7}  {:<13} {}\n", "xfer",
+                                "bs", "rounds", "GiB/s", "IOPS", "p50 us", "p99 us", "CPUs/GiB", "ratio", "cache",
+                                "path");
   for (const Summary& s : summaries) {
-    out += fmt::format("{:<16} {:>6} {:>6} {:>9.3f} {:>11.0f} {:>9.1f} {:>9.1f} {:>9.3f} {:>6.2f}x  {}\n",
+    out += fmt::format("{:<16} {:>6} {:>6} {:>9.3f} {:>11.0f} {:>9.1f} {:>9.1f} {:>9.3f} {:>6.2f}x  {:<13} {}\n",
                        to_string(s.xfer), size_label(s.block_size), s.rounds, s.gib_per_s, s.iops,
-                       s.p50_us, s.p99_us, s.cpu_seconds_per_gib, s.ratio, s.path);
+                       s.p50_us, s.p99_us, s.cpu_seconds_per_gib, s.ratio, s.cache, s.path);
   }
   return out;
 }
@@ -254,6 +314,7 @@ std::string csv_header() {
   }
   // fio's clat where the run measured it (--submit-batch N), empty cells otherwise.
   h += ",clat_mean_us,clat_p50_us,clat_p90_us,clat_p99_us,clat_p999_us,clat_max_us";
+  h += ",cache,cache_resident_start,cache_resident_end";
   return h + "\n";
 }
 
@@ -275,6 +336,9 @@ std::string csv_row(const RunResult& r) {
                         latency(d->latency));
   }
   tail += r.clat.count() > 0 ? latency(r.clat) : std::string(",,,,,,");
+  tail += r.cache.known ? fmt::format(",{},{:.4f},{:.4f}", quote(r.cache.label()), r.cache.start_fraction(),
+                                      r.cache.end_fraction())
+                        : fmt::format(",{},,", quote(r.cache.label()));
   return fmt::format("{},{},{},{},{},{},{},{},{},{},{:.6f},{:.6f},{:.6f},{:.1f}{},{:.6f},{},{},{},{}{}\n",
                      to_string(r.xfer), r.phase, r.round, to_string(r.rw), r.block_size, r.threads, r.iodepth,
                      r.memory, r.bytes, r.ios, r.seconds, r.gib_per_s(), r.gb_per_s(), r.iops(),
@@ -319,7 +383,7 @@ std::string report_json(const Plan& plan, std::string_view command, const std::v
     summary.push_back({{"xfer", to_string(s.xfer)}, {"block_size", s.block_size}, {"rounds", s.rounds},
                        {"gib_per_s", s.gib_per_s}, {"iops", s.iops}, {"p50_us", s.p50_us},
                        {"p99_us", s.p99_us}, {"cpu_seconds_per_gib", s.cpu_seconds_per_gib},
-                       {"ratio", s.ratio}, {"path", s.path}});
+                       {"ratio", s.ratio}, {"path", s.path}, {"cache", s.cache}});
   }
   json doc = {{"tool", "sluice bench"},
               {"schema", report_schema_version},

@@ -444,6 +444,23 @@ void merge_outcomes(const Workload& w, const Layout& layout, MemoryKind memory,
   }
 }
 
+// Each file's range the threads cover, for the page cache state of a run.
+std::vector<detail::CacheSpan> cache_spans(const Layout& layout) {
+  std::map<std::string, detail::CacheSpan> by_path;
+  for (std::size_t t = 0; t < layout.paths.size(); ++t) {
+    const Region r = layout.regions[t];
+    const detail::CacheSpan first{layout.files.at(layout.paths[t]).get(), r.lo, r.hi};
+    auto it = by_path.try_emplace(layout.paths[t], first).first;
+    it->second.lo = std::min(it->second.lo, r.lo);
+    it->second.hi = std::max(it->second.hi, r.hi);
+  }
+  std::vector<detail::CacheSpan> out;
+  for (const auto& [path, span] : by_path) {
+    if (span.hi > span.lo) out.push_back(span);
+  }
+  return out;
+}
+
 RunResult run_once(const Workload& w, const ProgressFn& progress, const std::vector<Region>* regions_override,
                    const RunHooks& hooks) {
   validate(w);
@@ -461,6 +478,10 @@ RunResult run_once(const Workload& w, const ProgressFn& progress, const std::vec
   detail::Shared shared;
   const std::vector<detail::ThreadJob> jobs = make_jobs(w, layout, target, cfg, shared);
   std::vector<detail::ThreadOutcome> outs(w.threads);
+  // Last before the clock, so that nothing in the set-up refills or drops the cache. Runs that
+  // only write read nothing the cache could serve: they are left as they are.
+  const std::vector<detail::CacheSpan> spans = cache_spans(layout);
+  res.cache = detail::prepare_cache(does_reads(w.rw) ? w.cache : CacheState::as_is, spans);
 
   // Everything is laid out and open: the other processes' runs start with this one.
   if (hooks.at_start) hooks.at_start();
@@ -480,6 +501,7 @@ RunResult run_once(const Workload& w, const ProgressFn& progress, const std::vec
   res.cpu_sys_s = seconds_of(ru1.ru_stime) - seconds_of(ru0.ru_stime);
   res.error = shared.error;
   merge_outcomes(w, layout, target.memory, outs, res);
+  detail::finish_cache(res.cache, spans, res);
   return res;
 }
 
@@ -499,6 +521,7 @@ RunResult run_workload(const Workload& w, const ProgressFn& progress, const RunH
     warm.time_s = w.warmup_s;
     warm.warmup_s = 0;
     warm.verify = false;
+    warm.cache = CacheState::as_is;  // the measured run sets the cache up after the warm-up
     RunResult r = run_once(warm, {}, nullptr, {.at_start = hooks.at_start, .poll = {}});
     if (!r.error.empty()) {
       r.phase = "warmup";

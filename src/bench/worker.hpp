@@ -14,6 +14,7 @@
 #include <mutex>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "sluice/config.hpp"
 #include "sluice/device.hpp"
@@ -113,6 +114,19 @@ void run_library_thread(const ThreadJob& job, ThreadOutcome& out);
 /// The result's paths, most I/Os first, and its path and reason those of the first (with a note
 /// of how many other combinations there were). Runs and their aggregates over ranks say it alike.
 void set_paths(RunResult& r, const PathCounts& paths);
+
+/// One file's range a run covers: the union of its threads' regions.
+struct CacheSpan {
+  const File* file = nullptr;
+  std::uint64_t lo = 0;
+  std::uint64_t hi = 0;  ///< exclusive
+};
+
+/// Puts the spans' pages in `state` (nothing for as-is) and measures what the cache then holds.
+[[nodiscard]] CacheRecord prepare_cache(CacheState state, const std::vector<CacheSpan>& spans);
+/// Measures what the cache holds after the run, and whether a cold run was served from memory
+/// on later passes (rewarmed).
+void finish_cache(CacheRecord& rec, const std::vector<CacheSpan>& spans, const RunResult& res);
 
 /// Pins the calling thread to `cpus` (no-op when empty).
 void pin_thread(const std::vector<int>& cpus);

@@ -3,7 +3,9 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <fstream>
 
 namespace sluice {
@@ -52,6 +54,32 @@ std::string drop_page_cache(const std::vector<std::string>& files, DropScope sco
   if (drop_whole_cache()) return "drop_caches (echo 3 > /proc/sys/vm/drop_caches)";
   for_each_open(files, [](int fd) { (void)::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED); });
   return "posix_fadvise(DONTNEED) on each file (not root)";
+}
+
+int evict_range(int fd, std::uint64_t offset, std::uint64_t size) noexcept {
+  if (const int e = sync_fd(fd, false); e != 0) return e;
+  return ::posix_fadvise(fd, static_cast<off_t>(offset), static_cast<off_t>(size),
+                         POSIX_FADV_DONTNEED);
+}
+
+int read_into_cache(int fd, std::uint64_t offset, std::uint64_t size) noexcept {
+  constexpr std::size_t chunk = std::size_t{1} << 20;
+  void* buf = std::malloc(chunk);  // not a vector: this function promises not to throw
+  if (buf == nullptr) return ENOMEM;
+  int err = 0;
+  for (std::uint64_t done = 0; done < size && err == 0;) {
+    const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(chunk, size - done));
+    const ssize_t r = ::pread(fd, buf, n, static_cast<off_t>(offset + done));
+    if (r > 0) {
+      done += static_cast<std::uint64_t>(r);
+    } else if (r == 0) {
+      err = ENODATA;
+    } else if (errno != EINTR) {
+      err = errno;
+    }
+  }
+  std::free(buf);
+  return err;
 }
 
 }  // namespace sluice

@@ -202,11 +202,11 @@ void throughput_section(Page& p, const Model& m) {
           fmt::format("<span class=\"fb\">{} (fell back)</span><br>{}", esc(c.path), esc(c.reason));
     }
     rows.push_back({c.series, c.name, std::to_string(c.rows.size()), f3(c.median), f3(c.min),
-                    f3(c.max), f0(c.iops_median), "\x01" + path});
+                    f3(c.max), f0(c.iops_median), c.cache.empty() ? "-" : c.cache, "\x01" + path});
   }
-  p.table(
-      {"input", "case", "rounds", "GiB/s median", "GiB/s min", "GiB/s max", "IOPS", "path taken"},
-      rows);
+  p.table({"input", "case", "rounds", "GiB/s median", "GiB/s min", "GiB/s max", "IOPS", "cache",
+           "path taken"},
+          rows);
 }
 
 void sweep_section(Page& p, const Model& m) {
@@ -316,11 +316,11 @@ void results_section(Page& p, const Model& m) {
     rows.push_back({r.source->label, r.xfer, r.phase, std::to_string(r.round), r.rw,
                     detail::short_size(r.block_size), std::to_string(r.threads),
                     std::to_string(r.iodepth), f3(r.gib_per_s), f0(r.iops),
-                    f1(lat.value("p50", 0.0)), f1(lat.value("p99", 0.0)), "\x01" + path,
-                    code(detail::rerun_command(r))});
+                    f1(lat.value("p50", 0.0)), f1(lat.value("p99", 0.0)),
+                    r.cache.empty() ? "-" : r.cache, "\x01" + path, code(detail::rerun_command(r))});
   }
   p.table({"input", "xfer", "phase", "round", "rw", "bs", "threads", "qd", "GiB/s", "IOPS",
-           "p50 µs", "p99 µs", "path", "rerun"},
+           "p50 µs", "p99 µs", "cache", "path", "rerun"},
           rows);
 }
 

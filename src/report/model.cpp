@@ -83,6 +83,11 @@ Row parse_row(const Source& s, const json& r) {
   if (auto it = r.find("error"); it != r.end() && it->is_string())
     row.error = it->get<std::string>();
   row.fell_back = r.value("fell_back", false);
+  if (auto c = r.find("cache"); c != r.end() && c->is_object()) {
+    row.cache = str(*c, "label");
+    row.cache_state = str(*c, "state");
+    row.cache_odd = !c->value("held", true) || c->value("rewarmed", false);
+  }
   row.block_size = count(r, "block_size");
   row.threads = count(r, "threads");
   row.iodepth = count(r, "iodepth");
@@ -219,6 +224,10 @@ Model build_model(const std::vector<Input>& inputs) {
       it = std::prev(m.cases.end());
     }
     it->rows.push_back(&r);
+    // As the summary table says it: the state the rounds share, or the first that did not hold.
+    if (it->rows.size() == 1 || (r.cache_odd && it->cache == it->rows.front()->cache_state)) {
+      it->cache = r.cache_odd || r.cache_state == "as-is" ? r.cache : r.cache_state;
+    }
     if (r.fell_back && !it->fell_back) {
       it->fell_back = true;
       it->path = r.path;

@@ -31,6 +31,9 @@ struct Row {
   const Source* source = nullptr;
   const json* j = nullptr;
   std::string xfer, path, reason, rw, phase, error, memory;
+  std::string cache;        ///< the cache column ("cold 0%"); "" in documents older than it
+  std::string cache_state;  ///< "cold" | "warm" | "as-is" | ""
+  bool cache_odd = false;   ///< did not start in the state asked for, or was rewarmed
   bool fell_back = false;
   std::uint64_t block_size = 0, threads = 0, iodepth = 0;
   int round = 0;
@@ -59,6 +62,7 @@ struct Case {
   double median = 0, min = 0, max = 0, iops_median = 0;
   bool fell_back = false;
   std::string reason;  ///< the reason of the first round (why this path)
+  std::string cache;   ///< the rounds' cache state, or the first odd round's label
   Latency latency;
 };
 

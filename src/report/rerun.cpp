@@ -60,6 +60,7 @@ std::string rerun_command(const Row& r) {
     cmd += " --cache-policy " + p;
   }
   if (cfg.value("drop_caches", false)) cmd += " --drop-caches";
+  if (cfg.value("cache", "cold") == "warm") cmd += " --warm";
   if (w.contains("device") && w["device"].is_string() && !w["device"].get<std::string>().empty()) {
     cmd += " --device " + quote(w["device"].get<std::string>());
   }

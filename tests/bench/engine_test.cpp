@@ -1,12 +1,14 @@
 // The benchmark engine as a library: names and ranges parse as documented, the verification
 // pattern, size-bound runs covering every block exactly once, verify catching a corrupted block,
 // GPU types on the simulated device naming their path (and flagging a gpu-direct fallback),
-// interleaved compare plans with medians, time-bound samples, and a failure mid-run returning
-// what was measured.
+// interleaved compare plans with medians, time-bound samples, a failure mid-run returning
+// what was measured, and the page cache state each run starts in (cold by default, --warm).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <filesystem>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -14,6 +16,7 @@
 #include "sluice/testing/faulty_engine.hpp"
 #include "sluice/tools/bench.hpp"
 #include "sluice/tools/bench_report.hpp"
+#include "support/residency_util.hpp"
 #include "support/test_util.hpp"
 
 namespace sluice::bench {
@@ -203,6 +206,112 @@ TEST_F(BenchEngine, CompareInterleavesRoundsAndSummarizes) {
   }
   const std::string table = summary_table(s);
   EXPECT_NE(table.find(fmt::format("{:.2f}x", s[1].ratio)), std::string::npos) << table;
+}
+
+// fio's invalidate=1: the file is cached when the plan starts and the buffered types read it
+// through the cache again, and still every run that reads starts with none of it cached,
+// because the plan drops it first and measures that. (Something dropping caches beside the
+// test only makes the runs colder.)
+TEST_F(BenchEngine, DefaultPlanStartsEveryReadingRunCold) {
+  Plan plan;
+  plan.workload = small("cold.bin", 8 * MiB);
+  plan.xfers = {XferType::cpu_gpu, XferType::cpu_cached_gpu, XferType::cpu_only};
+  plan.repeat = 2;
+  EXPECT_EQ(plan.cache, CacheState::cold);
+  (void)run_workload(plan.workload);  // lays the file out
+  if (!test::drop_cache(plan.workload.files[0])) GTEST_SKIP() << "this folder's file system keeps its pages cached";
+  test::make_resident(plan.workload.files[0], 0, 8 * MiB);
+  const auto runs = run_plan(plan);
+  ASSERT_EQ(runs.size(), 6U);
+  if (!runs[0].cache.known) GTEST_SKIP() << "no residency probe answers on this kernel";
+  for (const RunResult& r : runs) {
+    SCOPED_TRACE(fmt::format("{} round {}", to_string(r.xfer), r.round));
+    ASSERT_TRUE(r.error.empty()) << r.error;
+    EXPECT_EQ(r.cache.state, CacheState::cold);
+    EXPECT_EQ(r.cache.pages, 8 * MiB / static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE)));
+    EXPECT_LE(r.cache.start_fraction(), 0.01) << r.cache.label();
+    EXPECT_TRUE(r.cache.held());
+    EXPECT_FALSE(r.cache.rewarmed);  // size-bound: each block read once
+    EXPECT_EQ(r.cache.label().substr(0, 5), "cold ");
+  }
+  const auto s = summarize(runs);
+  ASSERT_EQ(s.size(), 3U);
+  for (const Summary& x : s) EXPECT_EQ(x.cache, "cold") << to_string(x.xfer);
+  EXPECT_NE(result_table(runs).find("cold 0%"), std::string::npos) << result_table(runs);
+}
+
+TEST_F(BenchEngine, WarmPlanStartsEveryRunWarm) {
+  Plan plan;
+  plan.workload = small("warm.bin", 8 * MiB);
+  plan.workload.cache_policy = CachePolicy::automatic;  // as --warm sets it
+  plan.xfers = {XferType::cpu_only, XferType::cpu_async_gpu, XferType::cpu_gpu};
+  plan.cache = CacheState::warm;
+  (void)run_workload(plan.workload);  // lays the file out
+  // The pages a run reads in cannot be pinned from here: something dropping the whole cache
+  // beside the test (tests/README.md) may take them between the read-in and the probe. The
+  // row then says "NOT warm", which is checked too; a few tries find a plan it left alone.
+  std::vector<RunResult> runs;
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    if (!test::drop_cache(plan.workload.files[0])) GTEST_SKIP() << "this folder's file system keeps its pages cached";
+    runs = run_plan(plan);
+    ASSERT_EQ(runs.size(), 3U);
+    if (!runs[0].cache.known) GTEST_SKIP() << "no residency probe answers on this kernel";
+    bool all_held = true;
+    for (const RunResult& r : runs) {
+      ASSERT_TRUE(r.error.empty()) << r.error;
+      EXPECT_EQ(r.cache.state, CacheState::warm);
+      EXPECT_EQ(r.cache.held(), r.cache.start_fraction() >= 0.99);
+      EXPECT_EQ(r.cache.label().substr(0, r.cache.held() ? 5 : 9), r.cache.held() ? "warm " : "NOT warm ");
+      all_held = all_held && r.cache.held();
+    }
+    if (all_held) break;
+  }
+  for (const RunResult& r : runs) EXPECT_TRUE(r.cache.held()) << to_string(r.xfer) << ": " << r.cache.label();
+  // The O_DIRECT engine loop read the cached blocks through the cache (cache_policy auto).
+  const auto& paths = runs[0].paths;
+  EXPECT_TRUE(std::any_of(paths.begin(), paths.end(), [](const PathShare& p) {
+    return p.reason.find("page cache held the block") != std::string::npos && p.ios > 0;
+  })) << runs[0].reason;
+  EXPECT_EQ(summarize(runs)[0].cache, "warm");
+}
+
+// A file system that keeps its pages whatever it is told (tmpfs): the row says it did not
+// start cold instead of passing a memory-speed figure off as a cold one.
+TEST_F(BenchEngine, AColdStartThatDidNotHappenIsSaid) {
+  const auto shm = test::folder_root(test::Folder::tmpfs);
+  if (!shm) GTEST_SKIP() << "no tmpfs folder";
+  test::TempDir mem(*shm, "sluice-bench-tmpfs-");
+  Plan plan;
+  plan.workload = small("x");
+  plan.workload.files = {mem.file("kept.bin")};
+  const auto runs = run_plan(plan);
+  ASSERT_EQ(runs.size(), 1U);
+  const RunResult& r = runs[0];
+  if (!r.cache.known) GTEST_SKIP() << "no residency probe answers on this kernel";
+  EXPECT_FALSE(r.cache.held());
+  EXPECT_GT(r.cache.start_fraction(), 0.5);
+  EXPECT_EQ(r.cache.label().substr(0, 9), "NOT cold ") << r.cache.label();
+  EXPECT_NE(result_table(runs).find("was to start cold, but the page cache held"), std::string::npos)
+      << result_table(runs);
+  EXPECT_EQ(summarize(runs)[0].cache, r.cache.label());
+}
+
+// A time-bound buffered run wraps around a small file: its first pass reads the storage, the
+// others the cache it filled. The row says so.
+TEST_F(BenchEngine, AColdRunServedFromMemoryLaterIsSaid) {
+  Workload w = small("wrap.bin", 2 * MiB);
+  w.xfer = XferType::cpu_gpu;
+  w.time_s = 0.3;
+  w.cache = CacheState::cold;
+  const RunResult r = run_workload(w);
+  ASSERT_TRUE(r.error.empty()) << r.error;
+  if (!r.cache.known) GTEST_SKIP() << "no residency probe answers on this kernel";
+  ASSERT_GT(r.reads.bytes, r.dataset_bytes) << "the run did not wrap around in 0.3 s";
+  EXPECT_LE(r.cache.start_fraction(), 0.01);
+  if (2 * r.cache.cached_end < r.cache.pages) GTEST_SKIP() << "memory pressure took the pages back";
+  EXPECT_TRUE(r.cache.rewarmed);
+  EXPECT_EQ(r.cache.label(), "cold->warm");
+  EXPECT_NE(result_table({r}).find("later passes came from memory"), std::string::npos);
 }
 
 // Medians and ratios from hand-made runs: odd and even round counts, a failed run and a verify

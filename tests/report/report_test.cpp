@@ -290,6 +290,35 @@ TEST(Report, WriteHtmlLeavesTheWholePage) {
   EXPECT_FALSE(std::filesystem::exists(out + ".tmp"));
 }
 
+// Issue 37: the page cache state each row started in, as sluice bench measured it; a case says
+// the state its rounds share, or the first round that did not hold it.
+TEST(Report, EachRowAndCaseSaysItsCacheState) {
+  auto with_cache = [](json r, const std::string& state, bool held, const std::string& label) {
+    r["cache"] = {{"state", state}, {"held", held}, {"label", label}, {"rewarmed", false}};
+    return r;
+  };
+  json doc = document(json::array({with_cache(result("cpu-gpu", 1 << 20, 2.0, 1), "cold", true, "cold 0%"),
+                                    with_cache(result("cpu-only", 1 << 20, 3.0, 1), "cold", true, "cold 0%"),
+                                    with_cache(result("cpu-gpu", 1 << 20, 9.0, 2), "cold", false, "NOT cold 37%"),
+                                    with_cache(result("cpu-only", 1 << 20, 3.1, 2), "cold", true, "cold 1%")}));
+  doc["config"]["cache"] = "warm";
+  const std::vector<Input> in{input(doc)};
+  const detail::Model m = detail::build_model(in);
+  ASSERT_EQ(m.cases.size(), 2U);
+  EXPECT_EQ(m.cases[0].cache, "NOT cold 37%");
+  EXPECT_EQ(m.cases[1].cache, "cold");
+  EXPECT_NE(detail::rerun_command(m.rows[0]).find(" --warm"), std::string::npos);
+  const std::string page = render_html(in, {.title = "t", .charts = false});
+  for (const char* cell : {"<td>NOT cold 37%</td>", "<td>cold 0%</td>", "<td>cold 1%</td>", "<td>cold</td>"}) {
+    EXPECT_NE(page.find(cell), std::string::npos) << cell;
+  }
+  // Written before rows carried it: no state claimed.
+  const std::vector<Input> old{input(document(json::array({result("cpu-only", 1 << 20, 1.0, 1)})))};
+  const detail::Model om = detail::build_model(old);
+  EXPECT_EQ(om.cases[0].cache, "");
+  EXPECT_EQ(detail::rerun_command(om.rows[0]).find("--warm"), std::string::npos);
+}
+
 TEST(Report, ShellQuote) {
   EXPECT_EQ(detail::shell_quote("/mnt/a.bin"), "/mnt/a.bin");
   EXPECT_EQ(detail::shell_quote("a b"), "'a b'");

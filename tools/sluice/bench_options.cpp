@@ -61,6 +61,11 @@ bench::Plan make_plan(const BenchArgs& a) {
   if (!a.compare.empty()) plan.xfers = bench::parse_xfer_list(a.compare);
   plan.repeat = a.repeat;
   plan.drop_caches = a.drop_caches;
+  if (a.warm && a.drop_caches) throw UsageError("--warm reads the file into the page cache; --drop-caches contradicts it");
+  plan.cache = a.warm ? bench::CacheState::warm : bench::CacheState::cold;
+  // Warm, an O_DIRECT type reads what the cache holds, as sluice read does; an explicit
+  // --cache-policy or --direct keeps its word (O_DIRECT on a warm file is a question too).
+  if (a.warm && a.cache_policy.empty() && !a.direct) w.cache_policy = CachePolicy::automatic;
   if (a.repeat == 0) throw UsageError("--repeat must be at least 1");
   bench::validate(w);
   return plan;
@@ -150,6 +155,9 @@ void add_output_options(CLI::App* c, BenchArgs& a) {
   c->add_option("--json", a.json, "write the full report (config, system, results) to FILE");
   c->add_option("--csv", a.csv, "write one row per result to FILE");
   c->add_option("--report", a.report, "also write the results as an HTML page to FILE (as sluice report does)");
+  c->add_flag("--warm", a.warm,
+              "start each run with the file in the page cache (read through it first; O_DIRECT types then "
+              "read with cache_policy auto) instead of dropped from it (the default, as fio's invalidate=1)");
   c->add_option("--compare", a.compare, "run these types interleaved (a,b,c or all) and print medians and ratios");
   c->add_option("--replay", a.replay, "rerun the benchmark a --json report describes");
   c->add_flag("--gdsio-output", a.gdsio_output, "also print gdsio's one-line result per run");

@@ -32,6 +32,7 @@ struct BenchArgs {
   std::string cache_policy;
   int gdsio_fd_mode = -1;     // gdsio -O
   bool drop_caches = false;
+  bool warm = false;          // --warm: each run starts with its data set in the page cache
   double warmup = 0;
   unsigned repeat = 1;
   std::string xfer = "cpu-only";

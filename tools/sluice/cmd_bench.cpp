@@ -86,6 +86,7 @@ int run_cluster_bench(const BenchArgs& a, const bench::Plan& plan, const Cluster
   const bool root = comm->rank() == 0;
   bool header = true;
   auto on_phase = [&](const bench::ClusterRun& c) {
+    if (header) std::fputs(bench::cache_note(plan).c_str(), stdout);
     std::fputs(bench::result_table({c.aggregate}, header).c_str(), stdout);
     header = false;
     std::fputs(bench::rank_table(c).c_str(), stdout);
@@ -166,6 +167,7 @@ int run_bench(const BenchArgs& a) {
       std::fputs("\r\033[K", stderr);
       progress_shown = false;
     }
+    if (header) std::fputs(bench::cache_note(plan).c_str(), stdout);
     std::fputs(bench::result_table({r}, header).c_str(), stdout);
     header = false;
     if (a.gdsio_output) std::puts(bench::gdsio_line(r).c_str());

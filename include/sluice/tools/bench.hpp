@@ -45,6 +45,18 @@ enum class XferType : int {
 [[nodiscard]] SLUICE_API std::vector<XferType> all_xfers();
 [[nodiscard]] SLUICE_API bool uses_gpu(XferType x) noexcept;
 
+/// The page cache a run that reads starts from. Like for like is the default: a buffered type
+/// that found the file cached would race memory while O_DIRECT types read the storage (fio
+/// drops a job's file from the cache first too, its invalidate=1).
+enum class CacheState : std::uint8_t {
+  cold,   ///< the data set written back and dropped (fdatasync, posix_fadvise DONTNEED) first
+  warm,   ///< the data set read through the page cache first
+  as_is,  ///< left as it is (library callers that manage the cache themselves: sluice doctor)
+};
+[[nodiscard]] SLUICE_API std::string_view to_string(CacheState c) noexcept;
+/// "cold" | "warm" | "as-is"; throws a usage Error for anything else.
+[[nodiscard]] SLUICE_API CacheState parse_cache_state(std::string_view text);
+
 enum class RwMode : std::uint8_t { read, write, randread, randwrite, rw, randrw };
 [[nodiscard]] SLUICE_API std::string_view to_string(RwMode m) noexcept;
 /// "read" | "write" | "randread" | "randwrite" | "rw" | "randrw", or gdsio's -I number 0-3.
@@ -93,6 +105,9 @@ struct Workload {
   /// host path, staging where needed), as unaligned offsets always go, instead of the engine
   /// loop. `sluice doctor` keeps a variant on its baseline's path with it.
   bool via_library = false;
+  /// What run_workload does to the page cache of the data set just before the measured phase of
+  /// a run that reads (after a warm-up, which would refill it). run_plan sets it from Plan::cache.
+  CacheState cache = CacheState::as_is;
 };
 
 /// Checks what can be checked without touching files; throws a usage Error with the reason.
@@ -128,6 +143,30 @@ struct DirectionStats {
     ios += o.ios;
     latency.merge(o.latency);
   }
+};
+
+/// The page cache state a run started in, measured rather than assumed: the share of the data
+/// set's pages the cache held just before the clock started, and just after it stopped.
+struct SLUICE_API CacheRecord {
+  CacheState state = CacheState::as_is;  ///< what was asked for
+  std::uint64_t pages = 0;         ///< pages of the data set (its files' ranges)
+  std::uint64_t cached_start = 0;  ///< of them, cached when the measured phase began
+  std::uint64_t cached_end = 0;    ///< and when it ended
+  bool known = false;              ///< a residency probe answered (cachestat or mincore)
+  /// A cold start whose run read its data set more than once through the page cache, which
+  /// then held at least half of it: the later passes were served from memory.
+  bool rewarmed = false;
+  std::string how;    ///< what was done to the cache, for the record ("" for as-is)
+  std::string error;  ///< the errno of an eviction or a read-in that failed, in words
+
+  [[nodiscard]] double start_fraction() const noexcept;
+  [[nodiscard]] double end_fraction() const noexcept;
+  /// Whether the run started in the state asked for: cold at most 1% cached, warm at least 99%
+  /// (true for as-is, and where no probe could tell).
+  [[nodiscard]] bool held() const noexcept;
+  /// The table's cell: "cold 0%", "warm 100%", "NOT cold 37%", "cold->warm", "as-is 12%",
+  /// "cold ?" (no probe answered).
+  [[nodiscard]] std::string label() const;
 };
 
 struct SLUICE_API RunResult {
@@ -167,6 +206,7 @@ struct SLUICE_API RunResult {
   /// moment of the stop; the figures above also count the transfers in flight then.
   std::optional<std::uint64_t> stopped_bytes;
   double stopped_s = 0;
+  CacheRecord cache;           ///< the page cache state the run started (and ended) in
 
   [[nodiscard]] double gib_per_s() const noexcept;
   [[nodiscard]] double gb_per_s() const noexcept;
@@ -215,6 +255,10 @@ struct Plan {
   std::vector<XferType> xfers;             ///< empty: workload.xfer
   unsigned repeat = 1;
   bool drop_caches = false;                ///< before every run (root: drop_caches, else fadvise)
+  /// The page cache each run that reads starts from (Workload::cache): cold, as fio's default
+  /// invalidate=1; warm (--warm) also makes O_DIRECT types read with cache_policy auto
+  /// (make_plan in the CLI does that, so the plan records it).
+  CacheState cache = CacheState::cold;
 };
 
 /// Runs every (block size, round, transfer type), rounds interleaved across types. Calls
@@ -246,6 +290,9 @@ struct Summary {
   double cpu_seconds_per_gib = 0;
   double ratio = 1;   ///< gib_per_s / the first type's at this block size
   std::string path;
+  /// The rounds' cache state: "cold" or "warm" where every round started so, else the first
+  /// round's label that did not ("NOT cold 37%", "cold->warm").
+  std::string cache;
 };
 [[nodiscard]] SLUICE_API std::vector<Summary> summarize(const std::vector<RunResult>& runs);
 

@@ -13,9 +13,13 @@
 namespace sluice::bench {
 
 /// One row per run: GiB/s, GB/s, IOPS, latency mean/p50/p90/p99/p99.9/max (us), CPU s/GiB,
-/// path and reason. Failed and fallen-back runs are marked.
+/// the page cache state it started in, path and reason. Failed and fallen-back runs are marked,
+/// and so are runs that did not start in the cache state asked for.
 [[nodiscard]] SLUICE_API std::string result_table(const std::vector<RunResult>& runs,
                                                   bool header = true);
+/// One line above the tables: the page cache state the plan's runs start from, and what the
+/// cache column means.
+[[nodiscard]] SLUICE_API std::string cache_note(const Plan& plan);
 /// Medians and ratios of a comparison or of repeated runs.
 [[nodiscard]] SLUICE_API std::string summary_table(const std::vector<Summary>& summaries);
 /// gdsio's result line: "IoType: READ XferType: GPUD Threads: 8 DataSetSize: .../...(KiB)
