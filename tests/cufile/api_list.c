@@ -13,25 +13,38 @@
 #include "cufile.h"
 
 /* The types of the 13.4 header: a missing one is a compile error. */
-#define SLUICE_TYPE(t) sizeof(t),
+/* clang-format off */
 static const size_t type_sizes[] = {
-    SLUICE_TYPE(CUfileOpError) SLUICE_TYPE(CUfileError_t) SLUICE_TYPE(CUfileDriverStatusFlags_t)
-        SLUICE_TYPE(CUfileDriverControlFlags_t) SLUICE_TYPE(CUfileFeatureFlags_t)
-            SLUICE_TYPE(CUfileP2PFlags_t) SLUICE_TYPE(CUfileDrvProps_t) SLUICE_TYPE(
-                CUFileSizeTConfigParameter_t) SLUICE_TYPE(CUFileBoolConfigParameter_t)
-                SLUICE_TYPE(CUFileStringConfigParameter_t) SLUICE_TYPE(CUFileArrayConfigParameter_t)
-                    SLUICE_TYPE(CUfileOpCounter_t) SLUICE_TYPE(CUfileStatsLevel1_t)
-                        SLUICE_TYPE(CUfileStatsLevel2_t) SLUICE_TYPE(CUfilePerGpuStats_t)
-                            SLUICE_TYPE(CUfileStatsLevel3_t) SLUICE_TYPE(enum CUfileFileHandleType)
-                                SLUICE_TYPE(sockaddr_t) SLUICE_TYPE(cufileRDMAInfo_t)
-                                    SLUICE_TYPE(CUfileFSOps_t) SLUICE_TYPE(CUfileDescr_t)
-                                        SLUICE_TYPE(CUfileHandle_t) SLUICE_TYPE(CUfileIOVec_t)
-                                            SLUICE_TYPE(CUfileOpcode_t) SLUICE_TYPE(CUfileStatus_t)
-                                                SLUICE_TYPE(CUfileBatchMode_t)
-                                                    SLUICE_TYPE(CUfileIOParams_t)
-                                                        SLUICE_TYPE(CUfileIOEvents_t)
-                                                            SLUICE_TYPE(CUfileBatchHandle_t)};
-#undef SLUICE_TYPE
+    sizeof(CUfileOpError),
+    sizeof(CUfileError_t),
+    sizeof(CUfileDriverStatusFlags_t),
+    sizeof(CUfileDriverControlFlags_t),
+    sizeof(CUfileFeatureFlags_t),
+    sizeof(CUfileP2PFlags_t),
+    sizeof(CUfileDrvProps_t),
+    sizeof(CUFileSizeTConfigParameter_t),
+    sizeof(CUFileBoolConfigParameter_t),
+    sizeof(CUFileStringConfigParameter_t),
+    sizeof(CUFileArrayConfigParameter_t),
+    sizeof(CUfileOpCounter_t),
+    sizeof(CUfileStatsLevel1_t),
+    sizeof(CUfileStatsLevel2_t),
+    sizeof(CUfilePerGpuStats_t),
+    sizeof(CUfileStatsLevel3_t),
+    sizeof(enum CUfileFileHandleType),
+    sizeof(sockaddr_t),
+    sizeof(cufileRDMAInfo_t),
+    sizeof(CUfileFSOps_t),
+    sizeof(CUfileDescr_t),
+    sizeof(CUfileHandle_t),
+    sizeof(CUfileIOVec_t),
+    sizeof(CUfileOpcode_t),
+    sizeof(CUfileStatus_t),
+    sizeof(CUfileBatchMode_t),
+    sizeof(CUfileIOParams_t),
+    sizeof(CUfileIOEvents_t),
+    sizeof(CUfileBatchHandle_t)};
+/* clang-format on */
 
 struct entry {
   const char* name;
@@ -39,149 +52,66 @@ struct entry {
 };
 
 /* NVIDIA's signature, checked by assigning the function to a pointer of that type. */
-#define SLUICE_FN(ret, name, args) {#name, (void (*)(void))(ret(*) args)name},
+#define SLUICE_FN(ret, name, args) {#name, (void (*)(void))(ret(*) args)name}
 
 /* cuFileDriverClose is a macro naming cuFileDriverClose_v2, as in NVIDIA's header; the plain
  * symbol is exported too (programs built against headers before the macro bind to it). */
 CUfileError_t cuFileDriverClose_plain(void) __asm__("cuFileDriverClose");
 
+/* clang-format off: one function a line reads as the header's list */
 static const struct entry functions[] = {
-    SLUICE_FN(CUfileError_t, cuFileDriverOpen, (void))
-        SLUICE_FN(CUfileError_t, cuFileDriverClose_v2, (void)){
-            "cuFileDriverClose", (void (*)(void))(CUfileError_t (*)(void))cuFileDriverClose_plain},
-    SLUICE_FN(long, cuFileUseCount, (void)) SLUICE_FN(
-        CUfileError_t, cuFileDriverGetProperties,
-        (CUfileDrvProps_t*)) SLUICE_FN(CUfileError_t, cuFileDriverSetPollMode,
-                                       (bool,
-                                        size_t)) SLUICE_FN(CUfileError_t,
-                                                           cuFileDriverSetMaxDirectIOSize,
-                                                           (
-                                                               size_t)) SLUICE_FN(CUfileError_t, cuFileDriverSetMaxCacheSize, (size_t))
-        SLUICE_FN(CUfileError_t, cuFileDriverSetMaxPinnedMemSize, (size_t)) SLUICE_FN(CUfileError_t, cuFileGetVersion, (int*)) SLUICE_FN(
-            CUfileError_t,
-            cuFileSetParameterSizeT,
-            (CUFileSizeTConfigParameter_t,
-             size_t)) SLUICE_FN(CUfileError_t, cuFileSetParameterBool, (CUFileBoolConfigParameter_t, bool))
-            SLUICE_FN(CUfileError_t, cuFileSetParameterString, (CUFileStringConfigParameter_t, const char*)) SLUICE_FN(
-                CUfileError_t,
-                cuFileGetParameterSizeT,
-                (CUFileSizeTConfigParameter_t,
-                 size_t*)) SLUICE_FN(CUfileError_t, cuFileGetParameterBool, (CUFileBoolConfigParameter_t, bool*))
-                SLUICE_FN(CUfileError_t, cuFileGetParameterString, (CUFileStringConfigParameter_t, char*, int)) SLUICE_FN(
-                    CUfileError_t,
-                    cuFileGetParameterMinMaxValue,
-                    (CUFileSizeTConfigParameter_t, size_t*,
-                     size_t*)) SLUICE_FN(CUfileError_t, cuFileSetParameterPosixPoolSlabArray, (const size_t*, const size_t*, int))
-                    SLUICE_FN(CUfileError_t, cuFileGetParameterPosixPoolSlabArray, (size_t*, size_t*, int)) SLUICE_FN(
-                        CUfileError_t,
-                        cuFileSetParameterGpuBounceBufferSlabArray,
-                        (const size_t*, const size_t*,
-                         int)) SLUICE_FN(CUfileError_t, cuFileGetParameterGpuBounceBufferSlabArray, (size_t*, size_t*, int))
-                        SLUICE_FN(CUfileError_t, cuFileGetBARSizeInKB, (int, size_t*)) SLUICE_FN(
-                            CUfileError_t,
-                            cuFileDriverSetP2PFlags,
-                            (CUfileDriverStatusFlags_t, CUfileP2PFlags_t))
-                            SLUICE_FN(
-                                CUfileError_t,
-                                cuFileDriverGetP2PFlags,
-                                (CUfileDriverStatusFlags_t,
-                                 CUfileP2PFlags_t*)) SLUICE_FN(CUfileError_t, cuFileSetStatsLevel, (int))
-                                SLUICE_FN(CUfileError_t, cuFileGetStatsLevel, (int*)) SLUICE_FN(
-                                    CUfileError_t,
-                                    cuFileStatsStart,
-                                    (void)) SLUICE_FN(CUfileError_t, cuFileStatsStop, (void))
-                                    SLUICE_FN(CUfileError_t, cuFileStatsReset, (void)) SLUICE_FN(
-                                        CUfileError_t,
-                                        cuFileGetStatsL1,
-                                        (CUfileStatsLevel1_t*)) SLUICE_FN(CUfileError_t, cuFileGetStatsL2, (CUfileStatsLevel2_t*))
-                                        SLUICE_FN(CUfileError_t, cuFileGetStatsL3, (CUfileStatsLevel3_t*)) SLUICE_FN(
-                                            CUfileError_t,
-                                            cuFileHandleRegister,
-                                            (CUfileHandle_t*, CUfileDescr_t*))
-                                            SLUICE_FN(void, cuFileHandleDeregister, (CUfileHandle_t)) SLUICE_FN(
-                                                CUfileError_t,
-                                                cuFileBufRegister,
-                                                (const void*, size_t, int))
-                                                SLUICE_FN(CUfileError_t, cuFileBufDeregister, (const void*)) SLUICE_FN(
-                                                    ssize_t,
-                                                    cuFileRead,
-                                                    (CUfileHandle_t, void*, size_t, off_t, off_t))
-                                                    SLUICE_FN(ssize_t, cuFileWrite,
-                                                              (CUfileHandle_t, const void*, size_t,
-                                                               off_t,
-                                                               off_t))
-                                                        SLUICE_FN(ssize_t, cuFileReadv,
-                                                                  (CUfileHandle_t,
-                                                                   const CUfileIOVec_t*,
-                                                                   size_t,
-                                                                   off_t,
-                                                                   unsigned))
-                                                            SLUICE_FN(
-                                                                ssize_t,
-                                                                cuFileWritev,
-                                                                (
-                                                                    CUfileHandle_t,
-                                                                    const CUfileIOVec_t*,
-                                                                    size_t,
-                                                                    off_t,
-                                                                    unsigned)) SLUICE_FN(CUfileError_t,
-                                                                                         cuFileBatchIOSetUp,
-                                                                                         (CUfileBatchHandle_t*, unsigned))
-                                                                SLUICE_FN(
-                                                                    CUfileError_t,
-                                                                    cuFileBatchIOSubmit,
-                                                                    (CUfileBatchHandle_t, unsigned,
-                                                                     CUfileIOParams_t*,
-                                                                     unsigned int))
-                                                                    SLUICE_FN(
-                                                                        CUfileError_t,
-                                                                        cuFileBatchIOGetStatus,
-                                                                        (CUfileBatchHandle_t,
-                                                                         unsigned,
-                                                                         unsigned*,
-                                                                         CUfileIOEvents_t*,
-                                                                         struct
-                                                                         timespec*))
-                                                                        SLUICE_FN(
-                                                                            CUfileError_t,
-                                                                            cuFileBatchIOCancel,
-                                                                            (CUfileBatchHandle_t))
-                                                                            SLUICE_FN(
-                                                                                void,
-                                                                                cuFileBatchIODestroy,
-                                                                                (CUfileBatchHandle_t))
-                                                                                SLUICE_FN(
-                                                                                    CUfileError_t,
-                                                                                    cuFileStreamRegister,
-                                                                                    (
-                                                                                        CUstream,
-                                                                                        unsigned)) SLUICE_FN(CUfileError_t,
-                                                                                                             cuFileStreamDeregister,
-                                                                                                             (CUstream))
-                                                                                    SLUICE_FN(
-                                                                                        CUfileError_t,
-                                                                                        cuFileReadAsync,
-                                                                                        (CUfileHandle_t,
-                                                                                         void*,
-                                                                                         size_t*,
-                                                                                         off_t*,
-                                                                                         off_t*,
-                                                                                         ssize_t*,
-                                                                                         CUstream))
-                                                                                        SLUICE_FN(
-                                                                                            CUfileError_t,
-                                                                                            cuFileWriteAsync,
-                                                                                            (CUfileHandle_t,
-                                                                                             void*,
-                                                                                             size_t*,
-                                                                                             off_t*,
-                                                                                             off_t*,
-                                                                                             ssize_t*,
-                                                                                             CUstream))
-                                                                                            SLUICE_FN(
-                                                                                                CUfileError_t,
-                                                                                                cuFileExportPCIeTopology,
-                                                                                                (const char*))};
+    SLUICE_FN(CUfileError_t, cuFileDriverOpen, (void)),
+    SLUICE_FN(CUfileError_t, cuFileDriverClose_v2, (void)),
+    {"cuFileDriverClose", (void (*)(void))(CUfileError_t(*)(void))cuFileDriverClose_plain},
+    SLUICE_FN(long, cuFileUseCount, (void)),
+    SLUICE_FN(CUfileError_t, cuFileDriverGetProperties, (CUfileDrvProps_t *)),
+    SLUICE_FN(CUfileError_t, cuFileDriverSetPollMode, (bool, size_t)),
+    SLUICE_FN(CUfileError_t, cuFileDriverSetMaxDirectIOSize, (size_t)),
+    SLUICE_FN(CUfileError_t, cuFileDriverSetMaxCacheSize, (size_t)),
+    SLUICE_FN(CUfileError_t, cuFileDriverSetMaxPinnedMemSize, (size_t)),
+    SLUICE_FN(CUfileError_t, cuFileGetVersion, (int *)),
+    SLUICE_FN(CUfileError_t, cuFileSetParameterSizeT, (CUFileSizeTConfigParameter_t, size_t)),
+    SLUICE_FN(CUfileError_t, cuFileSetParameterBool, (CUFileBoolConfigParameter_t, bool)),
+    SLUICE_FN(CUfileError_t, cuFileSetParameterString, (CUFileStringConfigParameter_t, const char *)),
+    SLUICE_FN(CUfileError_t, cuFileGetParameterSizeT, (CUFileSizeTConfigParameter_t, size_t *)),
+    SLUICE_FN(CUfileError_t, cuFileGetParameterBool, (CUFileBoolConfigParameter_t, bool *)),
+    SLUICE_FN(CUfileError_t, cuFileGetParameterString, (CUFileStringConfigParameter_t, char *, int)),
+    SLUICE_FN(CUfileError_t, cuFileGetParameterMinMaxValue, (CUFileSizeTConfigParameter_t, size_t *, size_t *)),
+    SLUICE_FN(CUfileError_t, cuFileSetParameterPosixPoolSlabArray, (const size_t *, const size_t *, int)),
+    SLUICE_FN(CUfileError_t, cuFileGetParameterPosixPoolSlabArray, (size_t *, size_t *, int)),
+    SLUICE_FN(CUfileError_t, cuFileSetParameterGpuBounceBufferSlabArray, (const size_t *, const size_t *, int)),
+    SLUICE_FN(CUfileError_t, cuFileGetParameterGpuBounceBufferSlabArray, (size_t *, size_t *, int)),
+    SLUICE_FN(CUfileError_t, cuFileGetBARSizeInKB, (int, size_t *)),
+    SLUICE_FN(CUfileError_t, cuFileDriverSetP2PFlags, (CUfileDriverStatusFlags_t, CUfileP2PFlags_t)),
+    SLUICE_FN(CUfileError_t, cuFileDriverGetP2PFlags, (CUfileDriverStatusFlags_t, CUfileP2PFlags_t *)),
+    SLUICE_FN(CUfileError_t, cuFileSetStatsLevel, (int)),
+    SLUICE_FN(CUfileError_t, cuFileGetStatsLevel, (int *)),
+    SLUICE_FN(CUfileError_t, cuFileStatsStart, (void)),
+    SLUICE_FN(CUfileError_t, cuFileStatsStop, (void)),
+    SLUICE_FN(CUfileError_t, cuFileStatsReset, (void)),
+    SLUICE_FN(CUfileError_t, cuFileGetStatsL1, (CUfileStatsLevel1_t *)),
+    SLUICE_FN(CUfileError_t, cuFileGetStatsL2, (CUfileStatsLevel2_t *)),
+    SLUICE_FN(CUfileError_t, cuFileGetStatsL3, (CUfileStatsLevel3_t *)),
+    SLUICE_FN(CUfileError_t, cuFileHandleRegister, (CUfileHandle_t *, CUfileDescr_t *)),
+    SLUICE_FN(void, cuFileHandleDeregister, (CUfileHandle_t)),
+    SLUICE_FN(CUfileError_t, cuFileBufRegister, (const void *, size_t, int)),
+    SLUICE_FN(CUfileError_t, cuFileBufDeregister, (const void *)),
+    SLUICE_FN(ssize_t, cuFileRead, (CUfileHandle_t, void *, size_t, off_t, off_t)),
+    SLUICE_FN(ssize_t, cuFileWrite, (CUfileHandle_t, const void *, size_t, off_t, off_t)),
+    SLUICE_FN(ssize_t, cuFileReadv, (CUfileHandle_t, const CUfileIOVec_t *, size_t, off_t, unsigned)),
+    SLUICE_FN(ssize_t, cuFileWritev, (CUfileHandle_t, const CUfileIOVec_t *, size_t, off_t, unsigned)),
+    SLUICE_FN(CUfileError_t, cuFileBatchIOSetUp, (CUfileBatchHandle_t *, unsigned)),
+    SLUICE_FN(CUfileError_t, cuFileBatchIOSubmit, (CUfileBatchHandle_t, unsigned, CUfileIOParams_t *, unsigned int)),
+    SLUICE_FN(CUfileError_t, cuFileBatchIOGetStatus, (CUfileBatchHandle_t, unsigned, unsigned *, CUfileIOEvents_t *, struct timespec *)),
+    SLUICE_FN(CUfileError_t, cuFileBatchIOCancel, (CUfileBatchHandle_t)),
+    SLUICE_FN(void, cuFileBatchIODestroy, (CUfileBatchHandle_t)),
+    SLUICE_FN(CUfileError_t, cuFileStreamRegister, (CUstream, unsigned)),
+    SLUICE_FN(CUfileError_t, cuFileStreamDeregister, (CUstream)),
+    SLUICE_FN(CUfileError_t, cuFileReadAsync, (CUfileHandle_t, void *, size_t *, off_t *, off_t *, ssize_t *, CUstream)),
+    SLUICE_FN(CUfileError_t, cuFileWriteAsync, (CUfileHandle_t, void *, size_t *, off_t *, off_t *, ssize_t *, CUstream)),
+    SLUICE_FN(CUfileError_t, cuFileExportPCIeTopology, (const char *))
+};
+/* clang-format on */
 #undef SLUICE_FN
 
 int main(void) {

@@ -18,18 +18,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "c_check.h"
 #include "cufile.h"
-
-static int failures = 0;
-
-#define CHECK(cond)                                                            \
-  do {                                                                         \
-    if (!(cond)) {                                                             \
-      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-      ++failures;                                                              \
-    }                                                                          \
-  } while (0)
-#define OK(call) CHECK((call).err == CU_FILE_SUCCESS)
 
 static void fill(unsigned char* p, size_t n, unsigned seed) {
   for (size_t i = 0; i < n; ++i) p[i] = (unsigned char)((i * 2654435761u + seed) >> 13);

@@ -14,18 +14,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "c_check.h"
 #include "cufile.h"
-
-static int failures = 0;
-
-#define CHECK(cond)                                                            \
-  do {                                                                         \
-    if (!(cond)) {                                                             \
-      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-      ++failures;                                                              \
-    }                                                                          \
-  } while (0)
-#define OK(call) CHECK((call).err == CU_FILE_SUCCESS)
 
 static void sample_007(void) {
   CUfileDrvProps_t props;
