@@ -55,10 +55,13 @@ using StreamHandle = void*;
 using EventHandle = void*;
 
 class Device;
+class StreamGate;
 namespace detail {
 class GateSlots;
 /// Records how open_device() chose `d` (what Device::selection() returns); libsluice only.
 void set_selection(Device& d, std::string selection);
+/// A closed gate on a free word of `slots` (the devices' make_gate); libsluice only.
+[[nodiscard]] StreamGate claim_gate(std::shared_ptr<GateSlots> slots);
 }  // namespace detail
 
 /// A gate later work on a stream can wait behind (Device::wait_gate) while the work it stands
@@ -67,7 +70,6 @@ void set_selection(Device& d, std::string selection);
 class SLUICE_API StreamGate {
  public:
   StreamGate() = default;
-  StreamGate(std::shared_ptr<detail::GateSlots> slots, std::uint32_t index, std::uint32_t target) noexcept;
   StreamGate(StreamGate&& o) noexcept;
   StreamGate& operator=(StreamGate&& o) noexcept;
   StreamGate(const StreamGate&) = delete;
@@ -82,6 +84,12 @@ class SLUICE_API StreamGate {
   [[nodiscard]] std::uint32_t target() const noexcept { return target_; }
 
  private:
+  // Private and inline, so hidden (-fvisibility-inlines-hidden): a constructor taking an internal
+  // type is no part of the ABI (tests/api/check-exports.sh).
+  friend StreamGate detail::claim_gate(std::shared_ptr<detail::GateSlots> slots);
+  StreamGate(std::shared_ptr<detail::GateSlots> slots, std::uint32_t index, std::uint32_t target) noexcept
+      : slots_(std::move(slots)), index_(index), target_(target) {}
+
   std::shared_ptr<detail::GateSlots> slots_;
   std::uint32_t index_ = 0;
   std::uint32_t target_ = 0;

@@ -9,3 +9,8 @@
 #pragma once
 
 #define SLUICE_API __attribute__((visibility("default")))
+
+// SLUICE_LOCAL keeps a nested class of a SLUICE_API class inside the library (a class inherits
+// its enclosing class's visibility): a private implementation (`struct SLUICE_LOCAL Impl;`)
+// whose members, defined out of line, would otherwise all be exported.
+#define SLUICE_LOCAL __attribute__((visibility("hidden")))

@@ -258,7 +258,7 @@ class SLUICE_API Loader {
   [[nodiscard]] const Dataset& dataset() const noexcept;
 
  private:
-  struct Impl;
+  struct SLUICE_LOCAL Impl;
   std::unique_ptr<Impl> impl_;
 };
 

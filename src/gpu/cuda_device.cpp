@@ -226,8 +226,7 @@ class CudaDevice final : public Device {
       }
       slots = gates_;
     }
-    const auto claim = slots->acquire();
-    return {std::move(slots), claim.index, claim.target};
+    return claim_gate(std::move(slots));
   }
 
   void wait_gate(StreamHandle s, const StreamGate& gate) override {

@@ -308,8 +308,7 @@ StreamGate SimDevice::make_gate() {
     }
     slots = gates_;
   }
-  const auto claim = slots->acquire();
-  return {std::move(slots), claim.index, claim.target};
+  return claim_gate(std::move(slots));
 }
 
 void SimDevice::wait_gate(StreamHandle s, const StreamGate& gate) {

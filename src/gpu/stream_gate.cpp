@@ -74,13 +74,14 @@ std::uint32_t GateSlots::load(std::uint32_t index) const noexcept {
   return std::atomic_ref<std::uint32_t>(*w).load(std::memory_order_acquire);
 }
 
+StreamGate claim_gate(std::shared_ptr<GateSlots> slots) {
+  const GateSlots::Claim claim = slots->acquire();
+  return {std::move(slots), claim.index, claim.target};
+}
+
 }  // namespace sluice::detail
 
 namespace sluice {
-
-StreamGate::StreamGate(std::shared_ptr<detail::GateSlots> slots, std::uint32_t index,
-                       std::uint32_t target) noexcept
-    : slots_(std::move(slots)), index_(index), target_(target) {}
 
 StreamGate::StreamGate(StreamGate&& o) noexcept
     : slots_(std::move(o.slots_)), index_(o.index_), target_(o.target_) {}

@@ -161,7 +161,8 @@ TEST_F(Check, PageCacheResidencyOfAFile) {
   const std::string file = dir.file("data.bin");
   test::write_file(file, test::random_bytes(1 << 20, 3));
   if (!test::drop_cache(file)) GTEST_SKIP() << "the page cache of " << file << " cannot be dropped per file";
-  test::make_resident(file, 0, 1 << 18);  // the first quarter
+  // The first quarter, pinned (test::pin_resident) so the count below is exact.
+  const test::PinnedRange pin = test::pin_resident(file, 0, 1 << 18);
   const json j = check_json(shell_quote(file) + " " + shell_quote(dir.path()));
   const json& pc = j.at("paths").at(0).at("page_cache");
   EXPECT_EQ(pc.at("pages"), 256) << pc;

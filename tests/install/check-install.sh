@@ -3,6 +3,7 @@
 # (env -i: no LD_LIBRARY_PATH, no PATH): the sluice CLI, whose $ORIGIN-relative RUNPATH must find
 # libsluice and libsluice_tools, also after the prefix is moved. Every installed header compiles
 # on its own (none names one that was not installed), and sluice/internal/ is not installed.
+# The installed libraries export no internal (tests/api/check-exports.sh).
 # Then three consumers built with find_package(sluice): consumer.cpp on sluice::sluice, which must
 # load neither MPI, hwloc nor libsluice_tools (readelf -d, and ldd for what its libraries load);
 # tools_consumer.cpp on sluice::tools; and the cuFile example read_to_gpu.c (C) on sluice::cufile;
@@ -36,6 +37,10 @@ for f in "$tmp/prefix/bin/sluice" "$lib/libsluice.so.0" "$lib/libsluice_tools.so
   esac
 done
 readelf -d "$tmp/prefix/bin/sluice" | grep -q 'RUNPATH.*\$ORIGIN/\.\./lib'
+# The installed libraries export what the build's do: the API's names, no detail:: or Impl.
+bash "$src/tests/api/check-exports.sh" "$lib/libsluice.so.0" >/dev/null
+bash "$src/tests/api/check-exports.sh" "$lib/libsluice_tools.so.0" >/dev/null
+bash "$src/tests/api/check-exports.sh" --c-abi "$lib/libsluice_cufile.so.0" >/dev/null
 # A moved prefix still works: the RUNPATH is relative to the binary.
 mv "$tmp/prefix" "$tmp/moved"
 clean "$tmp/moved/bin/sluice" --version >/dev/null

@@ -148,7 +148,8 @@ TEST_F(LoadCli, CachePolicyAndHowMuchTheCacheServed) {
   const auto f = put("model.safetensors", test::safetensors_file(ts));
   const std::uint64_t b_at = test::file_size(f) - 4 * MiB;
   if (!test::drop_cache(f)) GTEST_SKIP() << "the page cache of " << f << " cannot be dropped per file";
-  test::make_resident(f, 0, b_at);
+  // a (and b's first page), pinned (test::pin_resident) so the summary below is exact.
+  const test::PinnedRange pin = test::pin_resident(f, 0, b_at);
   auto summary = [&](const std::string& extra) {
     const CliRun r = sluice(shell_quote(f) + " --memory host --max-read 4M --json " + extra);
     EXPECT_EQ(r.rc, 0) << r.err;
