@@ -126,11 +126,12 @@ IoOutcome run(const IoRequest& r, std::string_view api) {
   }
   if (auto refused = refuse_range(s, r, api)) return *refused;
   if (r.size == 0) return {0, 0};
-  if (auto refused = refuse_descriptor(*h, r, api)) return *refused;
-
   const std::shared_ptr<Device> dev = s.device();
   if (!dev) return cufile_error(CU_FILE_DRIVER_CLOSING);
   auto* buf = const_cast<std::byte*>(static_cast<const std::byte*>(r.base)) + r.buf_offset;
+  if (h->fs_ops != nullptr) return run_user_fs(*h, r, buf, dev->pointer_kind(buf), *dev, api);
+  if (auto refused = refuse_descriptor(*h, r, api)) return *refused;
+
   TransferOptions opt;
   opt.device = dev;
   std::string note;

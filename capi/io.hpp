@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "cufile.h"
+#include "sluice/device.hpp"
 
 namespace sluice::capi {
 
@@ -33,6 +34,12 @@ struct IoOutcome {
 };
 
 IoOutcome run_io(const IoRequest& r, std::string_view api) noexcept;
+
+struct Handle;
+/// A transfer on a user-space file system's handle (userspace_fs.cpp): its read or write
+/// operation moves the bytes; device memory goes through pinned staging of `dev`.
+IoOutcome run_user_fs(const Handle& h, const IoRequest& r, std::byte* buf, MemoryKind kind,
+                      Device& dev, std::string_view api);
 
 /// Whether libsluice's own cuFile loader (SLUICE_LIBCUFILE or libcufile.so.0) would load this
 /// very library, as it does when libsluice_cufile is installed as libcufile.so.0 for drop-in use.

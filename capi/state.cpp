@@ -155,10 +155,9 @@ std::shared_ptr<Device> State::device() {
 CUfileError_t State::register_handle(CUfileHandle_t* fh, const CUfileDescr_t* descr) {
   if (fh == nullptr || descr == nullptr) return status(CU_FILE_INVALID_VALUE);
   const int type = raw(descr->type);
-  if (type == CU_FILE_HANDLE_TYPE_OPAQUE_WIN32 || type == CU_FILE_HANDLE_TYPE_USERSPACE_FS) {
-    log(LogLevel::info,
-        "cuFileHandleRegister: handle type {} is not supported (Linux file descriptors only)",
-        type);
+  if (type == CU_FILE_HANDLE_TYPE_USERSPACE_FS) return register_user_fs(fh, descr);
+  if (type == CU_FILE_HANDLE_TYPE_OPAQUE_WIN32) {
+    log(LogLevel::info, "cuFileHandleRegister: Windows handles do not exist on Linux");
     return status(CU_FILE_IO_NOT_SUPPORTED);
   }
   if (type != CU_FILE_HANDLE_TYPE_OPAQUE_FD) return status(CU_FILE_INVALID_VALUE);
@@ -215,13 +214,39 @@ CUfileError_t State::register_handle(CUfileHandle_t* fh, const CUfileDescr_t* de
   std::lock_guard lock(mu_);
   if (users_ == 0) return status(CU_FILE_DRIVER_CLOSING);  // closed by another thread meanwhile
   if (handle_by_fd_.count(fd) != 0) return status(CU_FILE_HANDLE_ALREADY_REGISTERED);
-  h->id = next_handle_id_++;
-  handles_.emplace(h->id, h);
-  handle_by_fd_.emplace(fd, h->id);
-  *fh = reinterpret_cast<CUfileHandle_t>(static_cast<std::uintptr_t>(h->id));
+  handle_by_fd_.emplace(fd, next_handle_id_);
+  *fh = add_handle_locked(h);
   log(LogLevel::info, "cuFileHandleRegister: fd {} ({}, {}) -> handle {}; {}", fd, h->name,
       h->file.fs_type(), h->id,
       h->file.has_direct() ? "O_DIRECT available" : "no O_DIRECT: " + h->file.direct_reason());
+  return kSuccess;
+}
+
+CUfileHandle_t State::add_handle_locked(std::shared_ptr<Handle> h) {
+  h->id = next_handle_id_++;
+  const std::uint64_t id = h->id;
+  handles_.emplace(id, std::move(h));
+  return reinterpret_cast<CUfileHandle_t>(static_cast<std::uintptr_t>(id));
+}
+
+CUfileError_t State::register_user_fs(CUfileHandle_t* fh, const CUfileDescr_t* descr) {
+  const CUfileFSOps_t* ops = descr->fs_ops;
+  if (ops == nullptr || (ops->read == nullptr && ops->write == nullptr)) {
+    log(LogLevel::info, "cuFileHandleRegister: a user-space file system needs fs_ops with a read "
+                        "or a write operation");
+    return status(CU_FILE_INVALID_VALUE);
+  }
+  if (const CUfileError_t st = ensure_open(); st.err != CU_FILE_SUCCESS) return st;
+  auto h = std::make_shared<Handle>();
+  h->user_handle = descr->handle.handle;
+  h->fs_ops = ops;
+  const char* type = ops->fs_type != nullptr ? ops->fs_type(descr->handle.handle) : nullptr;
+  h->name = fmt::format("user-space file system {} ({})", type != nullptr ? type : "?",
+                        descr->handle.handle);
+  std::lock_guard lock(mu_);
+  if (users_ == 0) return status(CU_FILE_DRIVER_CLOSING);
+  *fh = add_handle_locked(h);
+  log(LogLevel::info, "cuFileHandleRegister: {} -> handle {}", h->name, h->id);
   return kSuccess;
 }
 
@@ -230,7 +255,7 @@ bool State::deregister_handle(CUfileHandle_t fh) {
   std::lock_guard lock(mu_);
   const auto it = handles_.find(id);
   if (it == handles_.end()) return false;
-  handle_by_fd_.erase(it->second->fd);
+  if (it->second->fs_ops == nullptr) handle_by_fd_.erase(it->second->fd);
   handles_.erase(it);
   return true;
 }

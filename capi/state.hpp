@@ -37,6 +37,10 @@ struct Handle {
   ino_t ino = 0;
   File file;
   std::string name;  ///< what the fd pointed to at registration, for logs
+  /// CU_FILE_HANDLE_TYPE_USERSPACE_FS: the file system's own handle and operations (fd is -1
+  /// and `file` unused); its read/write callbacks move the bytes (userspace_fs.cpp).
+  void* user_handle = nullptr;
+  const CUfileFSOps_t* fs_ops = nullptr;
 };
 
 struct Buffer {
@@ -116,6 +120,8 @@ class State {
 
   // --- handles ---
   CUfileError_t register_handle(CUfileHandle_t* fh, const CUfileDescr_t* descr);
+  /// CU_FILE_HANDLE_TYPE_USERSPACE_FS: a handle served by the caller's CUfileFSOps_t.
+  CUfileError_t register_user_fs(CUfileHandle_t* fh, const CUfileDescr_t* descr);
   /// False for an unknown handle.
   bool deregister_handle(CUfileHandle_t fh);
   std::shared_ptr<Handle> find_handle(CUfileHandle_t fh);
@@ -147,6 +153,7 @@ class State {
  private:
   State();
   void drop_registrations_locked();
+  CUfileHandle_t add_handle_locked(std::shared_ptr<Handle> h);
 
   std::mutex mu_;
   long users_ = 0;

@@ -340,8 +340,8 @@ TEST_F(CuFile, HandleRegisterChecks) {
   EXPECT_EQ(cuFileHandleRegister(&fh, &d).err, CU_FILE_INVALID_VALUE);
   d.type = CU_FILE_HANDLE_TYPE_OPAQUE_WIN32;
   EXPECT_EQ(cuFileHandleRegister(&fh, &d).err, CU_FILE_IO_NOT_SUPPORTED);
-  d.type = CU_FILE_HANDLE_TYPE_USERSPACE_FS;
-  EXPECT_EQ(cuFileHandleRegister(&fh, &d).err, CU_FILE_IO_NOT_SUPPORTED);
+  d.type = CU_FILE_HANDLE_TYPE_USERSPACE_FS;  // without fs_ops: nothing could move the bytes
+  EXPECT_EQ(cuFileHandleRegister(&fh, &d).err, CU_FILE_INVALID_VALUE);
   EXPECT_EQ(register_fd(&fh, -1).err, CU_FILE_INVALID_VALUE);
 
   const int closed = ::open(path_.c_str(), O_RDONLY);
@@ -1048,6 +1048,81 @@ TEST(Driver, SixtyFourKiBCacheWorks) {
       ok(cuFileGetParameterSizeT(CUFILE_PARAM_PROPERTIES_PER_BUFFER_CACHE_SIZE_KB, &staging_kb)));
   EXPECT_EQ(staging_kb, before.per_buffer_cache_size);
   close_driver_completely();
+}
+
+// A user-space file system (CU_FILE_HANDLE_TYPE_USERSPACE_FS): its CUfileFSOps_t read and write
+// move the bytes, for host and device buffers, through the sync, vectored and batch calls; short
+// reads at its end of file, its errors as -1 with errno, and a missing operation refused.
+struct MemoryFs {
+  std::vector<char> bytes;
+  int calls = 0;
+  int fail_errno = 0;
+};
+ssize_t memfs_read(const void* h, char* buf, size_t n, sluice_cufile_loff_t off,
+                   const cufileRDMAInfo_t* rdma) {
+  auto* fs = static_cast<MemoryFs*>(const_cast<void*>(h));
+  ++fs->calls;
+  if (rdma == nullptr || rdma->desc_len != 0) return -EFAULT;  // Sluice passes "no RDMA"
+  if (fs->fail_errno != 0) return -fs->fail_errno;
+  if (off >= static_cast<sluice_cufile_loff_t>(fs->bytes.size())) return 0;
+  // At most 100000 bytes a call: Sluice must call again for the rest, as pread would be.
+  n = std::min({n, fs->bytes.size() - static_cast<size_t>(off), size_t{100000}});
+  std::memcpy(buf, fs->bytes.data() + off, n);
+  return static_cast<ssize_t>(n);
+}
+ssize_t memfs_write(const void* h, const char* buf, size_t n, sluice_cufile_loff_t off,
+                    const cufileRDMAInfo_t*) {
+  auto* fs = static_cast<MemoryFs*>(const_cast<void*>(h));
+  ++fs->calls;
+  if (fs->bytes.size() < static_cast<size_t>(off) + n) fs->bytes.resize(static_cast<size_t>(off) + n);
+  std::memcpy(fs->bytes.data() + off, buf, n);
+  return static_cast<ssize_t>(n);
+}
+const char* memfs_type(const void*) {
+  return "memfs";
+}
+
+TEST_F(CuFile, UserSpaceFileSystem) {
+  MemoryFs fs;
+  const auto src = random_bytes(700001, 31);
+  fs.bytes.assign(src.begin(), src.end());
+  CUfileFSOps_t ops{};
+  ops.fs_type = memfs_type;
+  ops.read = memfs_read;
+  ops.write = memfs_write;
+  CUfileDescr_t d;
+  std::memset(&d, 0, sizeof d);
+  d.type = CU_FILE_HANDLE_TYPE_USERSPACE_FS;
+  d.handle.handle = &fs;
+  d.fs_ops = &ops;
+  CUfileHandle_t fh = nullptr;
+  ASSERT_TRUE(ok(cuFileHandleRegister(&fh, &d)));
+  Buffer buf(1 << 20, device_memory());
+  ASSERT_EQ(cuFileRead(fh, buf.get(), 600000, 12345, 7), 600000);
+  EXPECT_EQ(buf.bytes(7, 600000), std::vector<unsigned char>(src.begin() + 12345, src.begin() + 612345));
+  EXPECT_GE(fs.calls, 6) << "100000 bytes a call: called again for the rest";
+  EXPECT_EQ(cuFileRead(fh, buf.get(), 4096, 700000, 0), 1);  // short at its end of file
+  EXPECT_EQ(cuFileRead(fh, buf.get(), 4096, 800000, 0), 0);
+  const auto fresh = random_bytes(5000000, 32);  // more than one staging chunk
+  Buffer big(fresh.size(), device_memory());
+  big.fill(fresh);
+  ASSERT_EQ(cuFileWrite(fh, big.get(), fresh.size(), 100, 0), static_cast<ssize_t>(fresh.size()));
+  EXPECT_EQ(std::vector<unsigned char>(fs.bytes.begin() + 100, fs.bytes.end()), fresh);
+  CUfileIOVec_t iov[2] = {{buf.get(), 4096}, {static_cast<char*>(buf.get()) + 8192, 3}};
+  ASSERT_EQ(cuFileReadv(fh, iov, 2, 200, 0), 4099);
+  EXPECT_EQ(buf.bytes(8192, 3), std::vector<unsigned char>(fresh.begin() + 4196, fresh.begin() + 4199));
+  fs.fail_errno = EIO;
+  errno = 0;
+  EXPECT_EQ(cuFileRead(fh, buf.get(), 4096, 0, 0), -1);
+  EXPECT_EQ(errno, EIO);
+  cuFileHandleDeregister(fh);
+  ops.write = nullptr;  // read-only: a write is not supported
+  fs.fail_errno = 0;
+  ASSERT_TRUE(ok(cuFileHandleRegister(&fh, &d)));
+  EXPECT_EQ(cuFileWrite(fh, buf.get(), 4096, 0, 0), -CU_FILE_IO_NOT_SUPPORTED);
+  cuFileHandleDeregister(fh);
+  ops.read = nullptr;  // neither operation: nothing to register
+  EXPECT_EQ(cuFileHandleRegister(&fh, &d).err, CU_FILE_INVALID_VALUE);
 }
 
 // The statistics layout: 13.4's by default; with SLUICE_CUFILE_STATS_ABI=13.3 (the
