@@ -67,7 +67,9 @@ std::uint64_t bar1_bytes(const std::string& address) {
 std::shared_ptr<Device> gpu(int index) {
   const std::shared_ptr<Device> dev = State::get().device();
   if (dev && dev->info().kind == DeviceKind::cuda && dev->info().ordinal == index) return dev;
-  if (!dev || dev->info().kind != DeviceKind::cuda) return nullptr;
+  if (dev && dev->info().kind != DeviceKind::cuda) return nullptr;  // the driver runs on sim
+  // Before the driver opens (cuFileExportPCIeTopology needs no open driver): CUDA's GPUs.
+  if (!dev && index >= cuda_library_status().devices) return nullptr;
   try {
     return open_device(fmt::format("cuda:{}", index));
   } catch (const std::exception&) {

@@ -1153,6 +1153,7 @@ TEST(Stats, LayoutFollowsTheSetting) {
 }
 
 TEST(Driver, ExportPCIeTopology) {
+  close_driver_completely();  // gdscheck exports without opening the driver
   TempDir dir;
   const std::string out = dir.file("topology.json");
   EXPECT_EQ(cuFileExportPCIeTopology(nullptr).err, CU_FILE_INVALID_VALUE);
@@ -1161,6 +1162,9 @@ TEST(Driver, ExportPCIeTopology) {
   const std::string json(text.begin(), text.end());
   EXPECT_NE(json.find("\"gpus\""), std::string::npos) << json;
   EXPECT_NE(json.find("\"nvme\""), std::string::npos) << json;
+  if (device_memory()) {
+    EXPECT_NE(json.find("\"0000:17:00.0\""), std::string::npos) << "the fake GPU: " << json;
+  }
   EXPECT_EQ(cuFileExportPCIeTopology(dir.file("no-such-dir/t.json").c_str()).err,
             CU_FILE_INVALID_VALUE);
 }
