@@ -35,6 +35,15 @@ struct Found {
   const CufileKey* key = nullptr;
 };
 
+// Table order is the order of application; entries of no key (unknown ones) last.
+void sort_by_table(std::vector<Found>& out, std::span<const CufileKey> table) {
+  const auto rank = [table](const Found& f) {
+    return f.key == nullptr ? table.size() : static_cast<std::size_t>(f.key - table.data());
+  };
+  std::stable_sort(out.begin(), out.end(),
+                   [&](const Found& a, const Found& b) { return rank(a) < rank(b); });
+}
+
 const CufileKey* find_key(std::span<const CufileKey> table, std::string_view name) {
   for (const CufileKey& k : table) {
     const bool section = k.name.ends_with('.') || k.name.ends_with('_');
@@ -192,13 +201,7 @@ std::vector<Found> file_entries(const json& doc) {
     }
     out.push_back(std::move(f));
   }
-  // Table order is the order of application; unknown keys last.
-  const auto rank = [](const Found& f) {
-    return f.key == nullptr ? cufile_json_keys().size()
-                            : static_cast<std::size_t>(f.key - cufile_json_keys().data());
-  };
-  std::stable_sort(out.begin(), out.end(),
-                   [&](const Found& a, const Found& b) { return rank(a) < rank(b); });
+  sort_by_table(out, cufile_json_keys());
   return out;
 }
 
@@ -259,12 +262,7 @@ std::vector<Found> env_entries(const CufileEnvironment& env) {
     }
     out.push_back(std::move(f));
   });
-  const auto rank = [](const Found& f) {
-    return f.key == nullptr ? cufile_env_keys().size()
-                            : static_cast<std::size_t>(f.key - cufile_env_keys().data());
-  };
-  std::stable_sort(out.begin(), out.end(),
-                   [&](const Found& a, const Found& b) { return rank(a) < rank(b); });
+  sort_by_table(out, cufile_env_keys());
   return out;
 }
 
