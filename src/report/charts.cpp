@@ -39,48 +39,106 @@ bool multi_series(const Model& m) {
   return m.labels.size() > 1;
 }
 
-}  // namespace
+// The page's content is at most 1200 px wide (html.cpp's style): the first chart is sized to fit
+// in it with its axes and gaps, so that it never scrolls sideways on a 1400 px screen.
+constexpr int chart_budget_px = 1140;
 
-std::string case_series(const Model& m, const Case& c) {
-  return multi_series(m) ? fmt::format("{} · {}", c.series, c.name) : c.name;
+// A panel's y axis with its title, and the gap to the next panel.
+constexpr int axis_px = 70;
+
+struct BarLayout {
+  std::size_t columns;
+  int step;  ///< px per bar
+};
+
+// `panels` panels of `bars` bars each: as many side by side as fit with bars 16 px or wider.
+BarLayout bar_layout(std::size_t panels, std::size_t bars) {
+  const int n = static_cast<int>(std::max<std::size_t>(bars, 1));
+  for (std::size_t cols = std::max<std::size_t>(panels, 1);; --cols) {
+    const int c = static_cast<int>(cols);
+    const int step = (chart_budget_px - c * axis_px) / c / n;
+    if (step >= 16 || cols == 1) return {cols, std::clamp(step, 8, 44)};
+  }
 }
 
-std::vector<Chart> throughput_charts(const Model& m) {
-  if (m.cases.empty()) return {};
+// The legend's words for a case's cache state (docs/bench.md "Cache state").
+std::string cache_words(const std::string& cache) {
+  if (cache == "cold") return "cold: dropped from the page cache before each run";
+  if (cache == "warm") return "warm: read through the page cache first";
+  if (cache == "as-is") return "as-is: left as it was (writes)";
+  if (cache.empty()) return "not recorded (an older sluice)";
+  return cache;  // a round that did not start as asked: its label ("NOT cold 37%")
+}
+
+json throughput_values(const Model& m) {
   json values = json::array();
-  std::size_t max_rounds = 0;
   for (const Case& c : m.cases) {
-    max_rounds = std::max(max_rounds, c.rows.size());
     values.push_back({{"case", c.name},
+                      {"xfer", c.xfer},
+                      {"panel", c.setting},
                       {"series", c.series},
                       {"median", c.median},
                       {"min", c.min},
                       {"max", c.max},
                       {"iops", c.iops_median},
                       {"path", c.path},
+                      {"cache", cache_words(c.cache)},
                       {"rounds", c.rows.size()},
                       {"note", c.fell_back ? "fell back: " + c.path : ""},
                       {"reason", c.reason}});
   }
-  const bool multi = multi_series(m);
-  std::set<std::string> names;
-  for (const Case& c : m.cases) names.insert(c.name);
-  json spec = base("Throughput by transfer type and path",
-                   fmt::format("median of {} round{}; whisker: slowest to fastest round; "
-                               "\"fell back\": the path taken was not the one asked for",
-                               max_rounds, max_rounds == 1 ? "" : "s"),
-                   std::move(values));
-  // With several inputs the step is that of one input's bar inside a case (the xOffset band).
-  spec["width"] = {{"step", multi ? 26 : 44}};
-  spec["height"] = 300;
-  spec["encoding"] = {{"x",
-                       {{"field", "case"},
-                        {"type", "nominal"},
-                        {"sort", nullptr},
-                        {"title", "transfer type"},
-                        {"axis", {{"labelAngle", names.size() > 3 ? -35 : 0}}}}}};
-  if (multi)
-    spec["encoding"]["xOffset"] = {{"field", "series"}, {"type", "nominal"}, {"sort", nullptr}};
+  return values;
+}
+
+// Colours that keep their meaning from page to page: one per path, only those present.
+json path_color(const Model& m) {
+  static constexpr std::pair<const char*, const char*> palette[] = {{"direct", "#54a24b"},
+                                                                    {"bounce", "#f58518"},
+                                                                    {"posix", "#e45756"},
+                                                                    {"host", "#4c78a8"},
+                                                                    {"mapped", "#72b7b2"}};
+  json domain = json::array(), range = json::array();
+  for (auto [path, rgb] : palette) {
+    if (std::any_of(m.cases.begin(), m.cases.end(),
+                    [&](const Case& c) { return c.path == path; })) {
+      domain.push_back(path);
+      range.push_back(rgb);
+    }
+  }
+  json enc = color("path", "path the bytes took");
+  enc["scale"] = {{"domain", domain}, {"range", range}};
+  for (const Case& c : m.cases) {  // a path this sluice does not know: the scheme's colours
+    if (std::find(domain.begin(), domain.end(), c.path) == domain.end()) enc.erase("scale");
+  }
+  return enc;
+}
+
+// The page cache state the runs started in, as a legend of its own: a cold and a warm number
+// are different measurements (of storage, of memory), so every chart of bars says which it is.
+json cache_opacity(const Model& m) {
+  json domain = json::array(), range = json::array();
+  for (const Case& c : m.cases) {
+    const std::string words = cache_words(c.cache);
+    if (std::find(domain.begin(), domain.end(), words) != domain.end()) continue;
+    domain.push_back(words);
+    range.push_back(c.cache == "cold" ? 1.0 : c.cache == "warm" ? 0.5 : 0.75);
+  }
+  return {{"field", "cache"},
+          {"type", "nominal"},
+          {"title", "page cache at the start of each run"},
+          {"scale", {{"domain", domain}, {"range", range}}},
+          {"legend",
+           {{"orient", "bottom"},
+            {"columns", 1},
+            {"titleLimit", 400},
+            {"symbolType", "square"},
+            {"symbolFillColor", "#777"},
+            {"symbolStrokeColor", "#777"}}}};
+}
+
+// Bars (median), whiskers (slowest..fastest round) and "fell back: PATH" written up from the
+// foot of a bar that took another path than the one asked for.
+json throughput_layers(const Model& m, int height, bool faceted) {
   const json tooltip =
       json::array({{{"field", "series"}, {"title", "input"}},
                    {{"field", "case"}, {"title", "case"}},
@@ -89,12 +147,20 @@ std::vector<Chart> throughput_charts(const Model& m) {
                    {{"field", "max"}, {"title", "GiB/s (max)"}, {"format", ".3f"}},
                    {{"field", "iops"}, {"title", "IOPS"}, {"format", ",.0f"}},
                    {{"field", "path"}, {"title", "path"}},
+                   {{"field", "cache"}, {"title", "page cache"}},
                    {{"field", "reason"}, {"title", "why"}}});
-  spec["layer"] = json::array(
+  return json::array(
       {{{"mark", {{"type", "bar"}}},
         {"encoding",
-         {{"y", {{"field", "median"}, {"type", "quantitative"}, {"title", "throughput (GiB/s)"}}},
-          {"color", multi ? color("series", "input") : color("path", "path the bytes took")},
+         {{"y",
+           {{"field", "median"},
+            {"type", "quantitative"},
+            {"title", faceted ? "GiB/s" : "throughput (GiB/s)"},
+            // The top label inside the plot: panels whose scale ends on a tick would otherwise
+            // reach higher than the others and lift their header out of line.
+            {"axis", {{"labelFlush", true}}}}},
+          {"color", multi_series(m) ? color("series", "input") : path_color(m)},
+          {"opacity", cache_opacity(m)},
           {"tooltip", tooltip}}}},
        {{"mark", {{"type", "rule"}, {"color", "#333"}}},
         {"encoding",
@@ -103,11 +169,73 @@ std::vector<Chart> throughput_charts(const Model& m) {
          {{"type", "text"},
           {"angle", 270},
           {"align", "left"},
-          {"dx", 4},
+          {"baseline", "middle"},
           {"fontSize", 10},
-          {"color", "#b8420f"}}},
-        {"encoding",
-         {{"y", {{"field", "max"}, {"type", "quantitative"}}}, {"text", {{"field", "note"}}}}}}});
+          {"color", "#222"}}},
+        {"encoding", {{"y", {{"value", height - 4}}}, {"text", {{"field", "note"}}}}}}});
+}
+}  // namespace
+
+std::string case_series(const Model& m, const Case& c) {
+  return multi_series(m) ? fmt::format("{} · {}", c.series, c.name) : c.name;
+}
+
+std::vector<Chart> throughput_charts(const Model& m) {
+  if (m.cases.empty()) return {};
+  std::vector<std::string> panels, xfers;
+  std::size_t max_rounds = 0;
+  for (const Case& c : m.cases) {
+    max_rounds = std::max(max_rounds, c.rows.size());
+    if (std::find(panels.begin(), panels.end(), c.setting) == panels.end())
+      panels.push_back(c.setting);
+    if (std::find(xfers.begin(), xfers.end(), c.xfer) == xfers.end()) xfers.push_back(c.xfer);
+  }
+  // Small multiples where transfer types are compared at several settings (a --compare all
+  // sweep): one panel per setting, one bar per type; else one chart with a bar per case.
+  const bool faceted = panels.size() > 1 && xfers.size() > 1;
+  const bool multi = multi_series(m);
+  const std::size_t per_input = faceted ? xfers.size() : m.cases.size() / m.labels.size();
+  const std::size_t bars = per_input * (multi ? m.labels.size() : 1);
+  const BarLayout layout = bar_layout(faceted ? panels.size() : 1, bars);
+  const int height = faceted ? 220 : 300;
+  std::string subtitle = fmt::format("median of {} round{}; whisker: slowest to fastest round",
+                                     max_rounds, max_rounds == 1 ? "" : "s");
+  if (faceted) subtitle += "; each panel has its own scale";
+  json spec = base("Throughput by transfer type and path", subtitle, throughput_values(m));
+  // A width in pixels, not a step: with inputs side by side (xOffset) a step would be that of
+  // one input's bar, and Vega-Lite adds the bands' padding on top.
+  json inner = {{"width", layout.step * static_cast<int>(bars)},
+                {"height", height},
+                {"encoding",
+                 {{"x",
+                   {{"field", faceted ? "xfer" : "case"},
+                    {"type", "nominal"},
+                    {"sort", nullptr},
+                    {"title", faceted ? nullptr : json("transfer type")},
+                    {"axis", {{"labelAngle", (faceted ? xfers.size() : bars) > 3 ? -40 : 0}}}}}}},
+                {"layer", throughput_layers(m, height, faceted)}};
+  if (multi)
+    inner["encoding"]["xOffset"] = {{"field", "series"}, {"type", "nominal"}, {"sort", nullptr}};
+  if (!faceted) {
+    spec.update(inner);
+    return {{"chart-throughput", std::move(spec)}};
+  }
+  const bool bs_only = !m.varies.at("rw") && !m.varies.at("iodepth") && !m.varies.at("threads");
+  spec["columns"] = layout.columns;
+  spec["facet"] = {{"field", "panel"},
+                   {"type", "nominal"},
+                   {"sort", panels},
+                   {"title", bs_only ? "block size" : "setting"},
+                   {"header",
+                    {{"labelFontSize", 13},
+                     {"labelFontWeight", "bold"},
+                     {"titleFontSize", 12},
+                     {"titleFontWeight", "normal"}}}};
+  spec["spec"] = std::move(inner);
+  // Every panel its own y scale, and its own x axis: in a second row of panels the transfer
+  // types are then named under each panel, not only under the lowest of its column.
+  spec["resolve"] = {{"scale", {{"y", "independent"}}}, {"axis", {{"x", "independent"}}}};
+  spec["spacing"] = {{"column", 20}, {"row", 16}};
   return {{"chart-throughput", std::move(spec)}};
 }
 

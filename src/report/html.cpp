@@ -1,6 +1,7 @@
 // The report page: every number as a table (readable with no script at all), the charts as
 // Vega-Lite specs drawn by the inlined library. The page records script errors and, per chart,
-// how many marks it drew into #sluice-status, which the browser test reads.
+// how many marks it drew, its panels, its legends' words and whether it (or the page) scrolls
+// sideways into #sluice-status, which the browser test reads.
 #include <algorithm>
 #include <cerrno>
 #include <fstream>
@@ -76,6 +77,7 @@ pre{padding:8px;overflow:auto;max-height:320px}
 .note{color:#555}.warn{background:#fff4e5;border-left:4px solid #f0a020;padding:8px 12px}
 .fb{color:#b8420f;font-weight:600}.err{color:#c00}.slow{background:#fde8e8}
 .charts{display:flex;flex-wrap:wrap;gap:24px}.chart{min-height:40px;max-width:100%;overflow-x:auto}
+#reasons td:nth-child(3){max-width:560px}#reasons tr:target{background:#fff4e5}
 nav a{margin-right:14px}
 )";
 
@@ -107,13 +109,28 @@ constexpr const char* embed_script = R"(
     items.forEach(function (item) { (item.items || []).forEach(function (child) { n += countMarks(child); }); });
     return n;
   }
+  // How the chart sits in this window: whether it scrolls sideways, its panels, its legends.
+  function layout(id) {
+    var el = document.getElementById(id);
+    return {scrollWidth: el.scrollWidth, clientWidth: el.clientWidth,
+            panels: el.querySelectorAll('g.role-scope.cell > g').length,
+            legend: Array.prototype.map.call(el.querySelectorAll('.role-legend text'),
+                                             function (t) { return t.textContent; })};
+  }
   var results = [];
   Promise.all(specs.map(function (s) {
     return vegaEmbed('#' + s.id, s.spec, {actions: false, renderer: 'svg', mode: 'vega-lite'})
-      .then(function (r) { results.push({id: s.id, marks: countMarks(r.view.scenegraph().root)}); })
+      .then(function (r) {
+        var chart = layout(s.id);
+        chart.id = s.id;
+        chart.marks = countMarks(r.view.scenegraph().root);
+        results.push(chart);
+      })
       .catch(function (e) { window.__sluiceErrors.push(s.id + ': ' + e); results.push({id: s.id, marks: 0}); });
   })).then(function () {
-    status.textContent = JSON.stringify({charts: results, errors: window.__sluiceErrors});
+    var page = document.scrollingElement;
+    status.textContent = JSON.stringify({charts: results, errors: window.__sluiceErrors,
+      page: {scrollWidth: page.scrollWidth, clientWidth: page.clientWidth}});
     status.setAttribute('data-state', 'done');
   });
 })();
@@ -141,8 +158,8 @@ class Page {
   }
   void table(const std::vector<std::string>& head,
              const std::vector<std::vector<std::string>>& rows,
-             const std::vector<bool>& highlight = {}) {
-    out_ += "<table><tr>";
+             const std::vector<bool>& highlight = {}, const std::string& id = "") {
+    out_ += id.empty() ? "<table><tr>" : fmt::format("<table id=\"{}\"><tr>", id);
     for (const auto& h : head) out_ += "<th>" + esc(h) + "</th>";
     out_ += "</tr>\n";
     for (std::size_t i = 0; i < rows.size(); ++i) {
@@ -187,6 +204,31 @@ std::string code(const std::string& s) {
   return "\x01<code>" + esc(s) + "</code>";
 }
 
+// "R1": the reference to a reason of the reasons table, linked to its row.
+std::string reason_link(const Model& m, const detail::Reason& r) {
+  const auto n = static_cast<std::size_t>(&r - m.reasons.data()) + 1;
+  return fmt::format("<a href=\"#reason-{}\">R{}</a>", n, n);
+}
+
+// Each distinct reason once, with the cases that share it.
+void reasons_table(Page& p, const Model& m) {
+  p.html(
+      "<h3>Why each path</h3>\n<table id=\"reasons\"><tr><th></th><th>path</th><th>reason"
+      "</th><th>cases</th></tr>\n");
+  for (std::size_t i = 0; i < m.reasons.size(); ++i) {
+    const detail::Reason& r = m.reasons[i];
+    std::string cases;
+    for (const std::string& line : detail::reason_cases(m, r))
+      cases += (cases.empty() ? "" : "<br>") + esc(line);
+    p.html(fmt::format(
+        "<tr id=\"reason-{}\"><td>R{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n", i + 1, i + 1,
+        r.fell_back ? fmt::format("<span class=\"fb\">{} (fell back)</span>", esc(r.path))
+                    : esc(r.path),
+        esc(r.text), cases));
+  }
+  p.html("</table>\n");
+}
+
 void throughput_section(Page& p, const Model& m) {
   p.section("throughput", "Throughput by transfer type and path");
   if (m.cases.empty()) {
@@ -196,17 +238,17 @@ void throughput_section(Page& p, const Model& m) {
   p.charts(detail::throughput_charts(m));
   std::vector<std::vector<std::string>> rows;
   for (const Case& c : m.cases) {
-    std::string path = esc(c.path);
-    if (c.fell_back) {
-      path =
-          fmt::format("<span class=\"fb\">{} (fell back)</span><br>{}", esc(c.path), esc(c.reason));
-    }
+    const std::string path =
+        c.fell_back ? fmt::format("<span class=\"fb\">{} (fell back)</span>", esc(c.path))
+                    : esc(c.path);
     rows.push_back({c.series, c.name, std::to_string(c.rows.size()), f3(c.median), f3(c.min),
-                    f3(c.max), f0(c.iops_median), c.cache.empty() ? "-" : c.cache, "\x01" + path});
+                    f3(c.max), f0(c.iops_median), c.cache.empty() ? "-" : c.cache, "\x01" + path,
+                    "\x01" + reason_link(m, m.reasons[c.reason_id])});
   }
   p.table({"input", "case", "rounds", "GiB/s median", "GiB/s min", "GiB/s max", "IOPS", "cache",
-           "path taken"},
-          rows);
+           "path taken", "why"},
+          rows, {}, "cases");
+  reasons_table(p, m);
 }
 
 void sweep_section(Page& p, const Model& m) {
@@ -308,9 +350,10 @@ void results_section(Page& p, const Model& m) {
   for (const Row& r : m.rows) {
     const json lat = r.j->value("latency_us", json::object());
     std::string path = esc(r.path);
-    if (r.fell_back)
-      path =
-          fmt::format("<span class=\"fb\">{} (fell back)</span>: {}", esc(r.path), esc(r.reason));
+    const detail::Reason* why = detail::reason_of(m, r.path, r.reason);
+    const std::string reason = why ? reason_link(m, *why) : esc(r.reason);
+    if (r.fell_back) path = fmt::format("<span class=\"fb\">{} (fell back)</span>", esc(r.path));
+    if (r.fell_back || why) path += ": " + reason;
     if (!r.error.empty())
       path += fmt::format("<br><span class=\"err\">error: {}</span>", esc(r.error));
     rows.push_back({r.source->label, r.xfer, r.phase, std::to_string(r.round), r.rw,

@@ -8,6 +8,7 @@
 #include <set>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "sluice/error.hpp"
 #include "sluice/histogram.hpp"
@@ -150,6 +151,73 @@ Latency case_latency(const Case& c) {
   return lat;
 }
 
+// The parameters of a row that vary in the report, without the transfer type: "read 4K qd4".
+std::string setting_of(const Model& m, const Row& r) {
+  std::string s;
+  auto add = [&s](const std::string& part) { s += (s.empty() ? "" : " ") + part; };
+  if (m.varies.at("rw")) add(r.rw);
+  if (m.varies.at("block_size")) add(short_size(r.block_size));
+  if (m.varies.at("iodepth")) add(fmt::format("qd{}", r.iodepth));
+  if (m.varies.at("threads")) add(fmt::format("{}t", r.threads));
+  return s;
+}
+
+// The successful run rounds grouped into cases, in first-seen order.
+void group_cases(Model& m) {
+  for (const Row& r : m.rows) {
+    if (r.phase != "run" || !r.error.empty()) continue;
+    auto same = [&](const Case& c) {
+      return c.series == r.source->label && c.xfer == r.xfer && c.rw == r.rw &&
+             c.block_size == r.block_size && c.threads == r.threads && c.iodepth == r.iodepth;
+    };
+    auto it = std::find_if(m.cases.begin(), m.cases.end(), same);
+    if (it == m.cases.end()) {
+      Case c;
+      c.series = r.source->label;
+      c.xfer = r.xfer;
+      c.path = r.path;
+      c.rw = r.rw;
+      c.block_size = r.block_size;
+      c.threads = r.threads;
+      c.iodepth = r.iodepth;
+      c.setting = setting_of(m, r);
+      c.name = c.setting.empty() ? r.xfer : r.xfer + " " + c.setting;
+      c.reason = r.reason;
+      m.cases.push_back(std::move(c));
+      it = std::prev(m.cases.end());
+    }
+    it->rows.push_back(&r);
+    // As the summary table says it: the state the rounds share, or the first that did not hold.
+    if (it->rows.size() == 1 || (r.cache_odd && it->cache == it->rows.front()->cache_state)) {
+      it->cache = r.cache_odd || r.cache_state == "as-is" ? r.cache : r.cache_state;
+    }
+    if (r.fell_back && !it->fell_back) {
+      it->fell_back = true;
+      it->path = r.path;
+      it->reason = r.reason;
+    }
+  }
+}
+
+// Each distinct (path, reason) once, fallbacks first: the page lists a reason once and refers
+// to it from every case, instead of repeating a 150-character reason down a sweep.
+void index_reasons(Model& m) {
+  for (const bool fell_back : {true, false}) {
+    for (std::size_t i = 0; i < m.cases.size(); ++i) {
+      const Case& c = m.cases[i];
+      if (c.fell_back != fell_back) continue;
+      auto it = std::find_if(m.reasons.begin(), m.reasons.end(), [&](const Reason& r) {
+        return r.fell_back == c.fell_back && r.path == c.path && r.text == c.reason;
+      });
+      if (it == m.reasons.end()) {
+        m.reasons.push_back({c.path, c.reason, c.fell_back, {}});
+        it = std::prev(m.reasons.end());
+      }
+      it->cases.push_back(i);
+      m.cases[i].reason_id = static_cast<std::size_t>(it - m.reasons.begin());
+    }
+  }
+}
 }  // namespace
 
 std::string short_size(std::uint64_t bytes) {
@@ -198,42 +266,7 @@ Model build_model(const std::vector<Input>& inputs) {
               {"rw", rw.size() > 1},
               {"xfer", xfer.size() > 1}};
 
-  for (const Row& r : m.rows) {
-    if (r.phase != "run" || !r.error.empty()) continue;
-    auto same = [&](const Case& c) {
-      return c.series == r.source->label && c.xfer == r.xfer && c.rw == r.rw &&
-             c.block_size == r.block_size && c.threads == r.threads && c.iodepth == r.iodepth;
-    };
-    auto it = std::find_if(m.cases.begin(), m.cases.end(), same);
-    if (it == m.cases.end()) {
-      Case c;
-      c.series = r.source->label;
-      c.xfer = r.xfer;
-      c.path = r.path;
-      c.rw = r.rw;
-      c.block_size = r.block_size;
-      c.threads = r.threads;
-      c.iodepth = r.iodepth;
-      c.name = r.xfer;
-      if (m.varies["rw"]) c.name += " " + r.rw;
-      if (m.varies["block_size"]) c.name += " " + short_size(r.block_size);
-      if (m.varies["iodepth"]) c.name += fmt::format(" qd{}", r.iodepth);
-      if (m.varies["threads"]) c.name += fmt::format(" {}t", r.threads);
-      c.reason = r.reason;
-      m.cases.push_back(std::move(c));
-      it = std::prev(m.cases.end());
-    }
-    it->rows.push_back(&r);
-    // As the summary table says it: the state the rounds share, or the first that did not hold.
-    if (it->rows.size() == 1 || (r.cache_odd && it->cache == it->rows.front()->cache_state)) {
-      it->cache = r.cache_odd || r.cache_state == "as-is" ? r.cache : r.cache_state;
-    }
-    if (r.fell_back && !it->fell_back) {
-      it->fell_back = true;
-      it->path = r.path;
-      it->reason = r.reason;
-    }
-  }
+  group_cases(m);
   for (Case& c : m.cases) {
     std::vector<double> g, iops;
     for (const Row* r : c.rows) {
@@ -246,7 +279,36 @@ Model build_model(const std::vector<Input>& inputs) {
     c.iops_median = bench::median(iops);
     c.latency = case_latency(c);
   }
+  index_reasons(m);
   return m;
+}
+
+const Reason* reason_of(const Model& m, const std::string& path, const std::string& text) {
+  for (const Reason& r : m.reasons) {
+    if (r.path == path && r.text == text) return &r;
+  }
+  return nullptr;
+}
+
+std::vector<std::string> reason_cases(const Model& m, const Reason& r) {
+  // Per transfer type (and input, with several): its settings in order.
+  std::vector<std::pair<std::string, std::vector<std::string>>> groups;
+  for (const std::size_t i : r.cases) {
+    const Case& c = m.cases[i];
+    const std::string key = m.labels.size() > 1 ? c.series + " · " + c.xfer : c.xfer;
+    auto it =
+        std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == key; });
+    if (it == groups.end()) {
+      groups.push_back({key, {}});
+      it = std::prev(groups.end());
+    }
+    if (!c.setting.empty()) it->second.push_back(c.setting);
+  }
+  std::vector<std::string> out;
+  for (const auto& [key, settings] : groups) {
+    out.push_back(settings.empty() ? key : fmt::format("{}: {}", key, fmt::join(settings, ", ")));
+  }
+  return out;
 }
 
 }  // namespace sluice::report::detail

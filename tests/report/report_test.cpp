@@ -319,6 +319,74 @@ TEST(Report, EachRowAndCaseSaysItsCacheState) {
   EXPECT_EQ(detail::rerun_command(om.rows[0]).find("--warm"), std::string::npos);
 }
 
+// Issue 37: a --compare all sweep draws one panel per block size (not 35 bars in a row that
+// scrolls sideways), says the cache state in a legend, and lists each reason once with the
+// cases that share it.
+TEST(Report, ACompareSweepIsOnePanelPerBlockSizeAndEachReasonOnce) {
+  json results = json::array();
+  for (std::uint64_t bs : {4096U, 65536U, 1048576U}) {
+    for (const char* xfer : {"cpu-only", "gpu-direct", "cpu-gpu"}) {
+      json r = result(xfer, bs, 1.0, 1, xfer == std::string("gpu-direct") ? "bounce" : "host",
+                      xfer == std::string("gpu-direct"));
+      r["cache"] = {{"state", "cold"}, {"held", true}, {"label", "cold 0%"}, {"rewarmed", false}};
+      results.push_back(std::move(r));
+    }
+  }
+  const std::vector<Input> in{input(document(results))};
+  const detail::Model m = detail::build_model(in);
+  const auto charts = detail::throughput_charts(m);
+  ASSERT_EQ(charts.size(), 1U);
+  const json& spec = charts[0].spec;
+  ASSERT_TRUE(spec.contains("facet")) << spec.dump(1);
+  EXPECT_EQ(spec["facet"]["field"], "panel");
+  EXPECT_EQ(spec["facet"]["sort"], json({"4K", "64K", "1M"}));
+  EXPECT_EQ(spec["facet"]["title"], "block size");
+  // Within the page's 1200 px with room for each panel's axis.
+  EXPECT_LE(spec["columns"].get<int>() * (spec["spec"]["width"].get<int>() + 70), 1200);
+  EXPECT_EQ(spec["spec"]["encoding"]["x"]["field"], "xfer");
+  const json& bar = spec["spec"]["layer"][0]["encoding"];
+  EXPECT_EQ(bar["color"]["field"], "path");
+  EXPECT_EQ(bar["opacity"]["title"], "page cache at the start of each run");
+  ASSERT_EQ(bar["opacity"]["scale"]["domain"].size(), 1U);
+  EXPECT_EQ(bar["opacity"]["scale"]["domain"][0].get<std::string>().rfind("cold", 0), 0U);
+
+  // One reason per (path, reason): the fallback first, with every block size it happened at.
+  ASSERT_EQ(m.reasons.size(), 2U);
+  EXPECT_TRUE(m.reasons[0].fell_back);
+  EXPECT_EQ(detail::reason_cases(m, m.reasons[0]),
+            std::vector<std::string>{"gpu-direct: 4K, 64K, 1M"});
+  EXPECT_EQ(detail::reason_cases(m, m.reasons[1]),
+            (std::vector<std::string>{"cpu-only: 4K, 64K, 1M", "cpu-gpu: 4K, 64K, 1M"}));
+  const std::string page = render_html(in, {.title = "t", .charts = false});
+  const std::string why = "auto: direct unavailable: libcufile.so.0 not found";
+  EXPECT_EQ(page.find(why), page.rfind(why)) << "the reason more than once on the page";
+  EXPECT_NE(page.find(fmt::format("<tr id=\"reason-1\"><td>R1</td><td><span class=\"fb\">bounce "
+                                  "(fell back)</span></td><td>{}</td><td>gpu-direct: 4K, 64K, "
+                                  "1M</td></tr>",
+                                  why)),
+            std::string::npos);
+  EXPECT_NE(page.find("<td><a href=\"#reason-1\">R1</a></td>"), std::string::npos);
+}
+
+// One setting: no panels, one bar per transfer type; a cold and a warm input told apart.
+TEST(Report, OneSettingIsOneChartAndMixedCacheStatesEachHaveAnEntry) {
+  json cold =
+      document(json::array({result("cpu-only", 4096, 1.0, 1), result("cpu-gpu", 4096, 2.0, 1)}));
+  json warm = cold;
+  for (json& r : cold["results"])
+    r["cache"] = {{"state", "cold"}, {"held", true}, {"label", "cold 0%"}};
+  for (json& r : warm["results"])
+    r["cache"] = {{"state", "warm"}, {"held", true}, {"label", "warm 100%"}};
+  const detail::Model m = detail::build_model({input(cold, "cold"), input(warm, "warm")});
+  const auto charts = detail::throughput_charts(m);
+  ASSERT_EQ(charts.size(), 1U);
+  EXPECT_FALSE(charts[0].spec.contains("facet"));
+  EXPECT_EQ(charts[0].spec["encoding"]["x"]["field"], "case");
+  const json& opacity = charts[0].spec["layer"][0]["encoding"]["opacity"];
+  ASSERT_EQ(opacity["scale"]["domain"].size(), 2U);
+  EXPECT_EQ(opacity["scale"]["range"], json({1.0, 0.5}));
+}
+
 TEST(Report, ShellQuote) {
   EXPECT_EQ(detail::shell_quote("/mnt/a.bin"), "/mnt/a.bin");
   EXPECT_EQ(detail::shell_quote("a b"), "'a b'");
