@@ -170,6 +170,7 @@ json throughput_layers(const Model& m, int height, bool faceted) {
           {"angle", 270},
           {"align", "left"},
           {"baseline", "middle"},
+          {"dy", 4},  // beside the bar's middle, where the whisker runs
           {"fontSize", 10},
           {"color", "#222"}}},
         {"encoding", {{"y", {{"value", height - 4}}}, {"text", {{"field", "note"}}}}}}});
