@@ -195,8 +195,10 @@ std::vector<Chart> throughput_charts(const Model& m) {
   // sweep): one panel per setting, one bar per type; else one chart with a bar per case.
   const bool faceted = panels.size() > 1 && xfers.size() > 1;
   const bool multi = multi_series(m);
-  const std::size_t per_input = faceted ? xfers.size() : m.cases.size() / m.labels.size();
-  const std::size_t bars = per_input * (multi ? m.labels.size() : 1);
+  // Bars across a panel: the x band holds every case name (or type), each split by input.
+  std::set<std::string> names;
+  for (const Case& c : m.cases) names.insert(faceted ? c.xfer : c.name);
+  const std::size_t bars = names.size() * (multi ? m.labels.size() : 1);
   const BarLayout layout = bar_layout(faceted ? panels.size() : 1, bars);
   const int height = faceted ? 220 : 300;
   std::string subtitle = fmt::format("median of {} round{}; whisker: slowest to fastest round",
