@@ -319,7 +319,8 @@ PyObject* result_object(TransferResult&& r, const py::detail::type_info* type) {
   static PyObject* spare = nullptr;  // one reference, ours; never released (a module constant)
   if (spare != nullptr && Py_REFCNT(spare) == 1) {
     auto* inst = reinterpret_cast<py::detail::instance*>(spare);
-    auto* value = static_cast<TransferResult*>(inst->get_value_and_holder(type, false).value_ptr());
+    const py::detail::value_and_holder vh = inst->get_value_and_holder(type, false);
+    auto* value = vh ? static_cast<TransferResult*>(vh.value_ptr()) : nullptr;
     if (value != nullptr) {
       *value = std::move(r);
       Py_INCREF(spare);
@@ -360,7 +361,8 @@ PyObject* fast_read(PyObject* self, PyObject* const* args, Py_ssize_t nargsf, Py
   static const py::detail::type_info* const file_type = py::detail::get_type_info(typeid(File));
   static const py::detail::type_info* const result_type = py::detail::get_type_info(typeid(TransferResult));
   auto* inst = reinterpret_cast<py::detail::instance*>(self);  // the descriptor checked its type
-  const auto* f = static_cast<const File*>(inst->get_value_and_holder(file_type, false).value_ptr());
+  const py::detail::value_and_holder vh = inst->get_value_and_holder(file_type, false);
+  const auto* f = vh ? static_cast<const File*>(vh.value_ptr()) : nullptr;  // null: not initialised
   if (f == nullptr || !f->is_open()) return full_read(self, args, nargs, kwnames);
   Buffer buf;
   try {

@@ -120,6 +120,12 @@ def test_read_results_stay_what_they_were(data_file):
             f.read()
     assert "offset" in str(inspect.signature(sluice.File.read))
 
+    class Mine(sluice.File):  # a subclass takes the same way
+        pass
+
+    with Mine(path) as f:
+        assert f.read(buf, 4096).bytes == 4096 and bytes(buf) == payload[4096:8192]
+
 
 def test_write_then_read_back(tmp_path):
     np = need("numpy")
