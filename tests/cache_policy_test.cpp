@@ -38,6 +38,7 @@ struct Recorded {
   std::uint32_t len;
   bool direct;
   bool readahead_off;  // on File::cache_fd
+  bool cached_only;    // only from the page cache (RWF_NOWAIT)
 };
 
 class Recorder {
@@ -54,7 +55,8 @@ class Recorder {
     std::lock_guard lock(mutex_);
     if (!r.fixed_file && r.fd != direct_fd_ && r.fd != buffered_fd_ && r.fd != cache_fd_) return;  // another file
     // Only the O_DIRECT descriptor is ever registered as a fixed file (pipeline.cpp).
-    reads_.push_back({r.offset, r.len, r.fixed_file || r.fd == direct_fd_, !r.fixed_file && r.fd == cache_fd_});
+    reads_.push_back({r.offset, r.len, r.fixed_file || r.fd == direct_fd_, !r.fixed_file && r.fd == cache_fd_,
+                      r.cached_only});
   }
   std::vector<Recorded> reads() {
     std::lock_guard lock(mutex_);
@@ -227,6 +229,55 @@ TEST_P(CachePolicyTest, SmallCachedReadsAreBufferedWithTheirCountersAndReason) {
   EXPECT_EQ(direct_bytes(recorder_.reads()), 0U);
   EXPECT_EQ(read_checked(8192, 4096, options("bypass")).reason, "O_DIRECT");
   EXPECT_EQ(direct_bytes(recorder_.reads()), 4096U);
+}
+
+// A small read of a cached range: the file's first is probed, then read (one plain request);
+// once one found its range cached (File::last_small_read_cached), the next is one request that
+// takes the bytes only if the page cache holds all of them (cached_only), which answers the
+// residency question: nothing probes. Reason, ios and counters are what a probed read reports.
+TEST_P(CachePolicyTest, SmallCachedReadIsOneCachedOnlyRequest) {
+  resident(0, size);
+  EXPECT_FALSE(file_.last_small_read_cached());
+  const TransferResult first = read_checked(8192, 4096, options("auto"));
+  EXPECT_EQ(first.reason, "page cache held 100% of the range: buffered");
+  EXPECT_EQ(first.ios, 1U);
+  auto reads = recorder_.reads();
+  ASSERT_EQ(reads.size(), 1U);
+  EXPECT_FALSE(reads[0].cached_only);
+  EXPECT_TRUE(file_.last_small_read_cached());
+  const StatsSnapshot before = stats().snapshot();
+  const TransferResult r = read_checked(65536 + 100, 4096, options("auto"));
+  EXPECT_EQ(r.reason, "page cache held 100% of the range: buffered");
+  EXPECT_EQ(r.ios, 1U);
+  EXPECT_EQ(r.cached_bytes, 4096U);
+  reads = recorder_.reads();
+  ASSERT_EQ(reads.size(), 1U);
+  EXPECT_TRUE(reads[0].cached_only);
+  EXPECT_TRUE(reads[0].readahead_off);
+  EXPECT_EQ(reads[0].len, 4096U);
+  const StatsSnapshot after = stats().snapshot();
+  const auto delta = [&](auto field) {
+    return after.at(Path::host, Direction::read).*field - before.at(Path::host, Direction::read).*field;
+  };
+  EXPECT_EQ(delta(&PathCounters::ops), 1U);
+  EXPECT_EQ(delta(&PathCounters::bytes), 4096U);
+  EXPECT_EQ(delta(&PathCounters::ios), 1U);
+  EXPECT_EQ(delta(&PathCounters::errors), 0U);
+}
+
+// A small read of a range the cache does not hold is probed first (no cached_only try, which
+// would start reading the range into the cache) and read with O_DIRECT: the cache is left alone
+// and the hint stays off.
+TEST_P(CachePolicyTest, SmallColdReadIsProbedAndReadDirect) {
+  const TransferResult r = read_checked(8192, 4096, options("auto"));
+  EXPECT_EQ(r.reason, "page cache held 0% of the range: O_DIRECT");
+  EXPECT_EQ(r.cached_bytes, 0U);
+  const auto reads = recorder_.reads();
+  for (const Recorded& rec : reads) EXPECT_FALSE(rec.cached_only) << rec.offset;
+  EXPECT_EQ(direct_bytes(reads), 4096U);
+  EXPECT_EQ(r.ios, reads.size());
+  EXPECT_FALSE(file_.last_small_read_cached());
+  EXPECT_EQ(test::cached_pages(path_, 8192, 4096), 0U) << "the read went through the cache";
 }
 
 // A small read of a range the cache holds only part of goes through the pipeline, which reads

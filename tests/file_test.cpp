@@ -3,11 +3,13 @@
 #include <gtest/gtest.h>
 #include <linux/magic.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <bit>
 #include <iostream>
 
 #include "sluice/error.hpp"
+#include "sluice/transfer.hpp"
 #include "support/test_util.hpp"
 
 namespace sluice {
@@ -167,6 +169,57 @@ TEST(File, SizeFollowsTheFile) {
   EXPECT_EQ(f.size(), 10U);
   test::pwrite_file(path, test::random_bytes(5, 4), 100);
   EXPECT_EQ(f.size(), 105U);
+}
+
+// size_seen() is what open() or the last size() found, asked of nobody: a hint, which a grown
+// file outruns until size() is asked again.
+TEST(File, SizeSeenIsWhatOpenOrSizeFound) {
+  TempDir dir("/tmp");
+  const std::string path = dir.file("s.bin");
+  test::write_file(path, test::random_bytes(10, 3));
+  File f = File::open(path, OpenMode::read);
+  EXPECT_EQ(f.size_seen(), 10U);
+  test::pwrite_file(path, test::random_bytes(5, 4), 100);
+  EXPECT_EQ(f.size_seen(), 10U);
+  EXPECT_EQ(f.size(), 105U);
+  EXPECT_EQ(f.size_seen(), 105U);
+  const File copy = f;  // shared by every handle
+  EXPECT_EQ(copy.size_seen(), 105U);
+  f.close();
+  EXPECT_EQ(f.size_seen(), 0U);
+}
+
+// Small reads take the size last seen without asking the kernel, yet a file that grew is read
+// to its new end and one that shrank to its new end, on a filesystem with O_DIRECT (a
+// cached_only read first) and on one without (a plain read).
+TEST(File, SmallReadsFollowAFileThatGrowsOrShrinks) {
+  for (const Folder folder : {Folder::disk, Folder::tmpfs}) {
+    const auto root = test::folder_root(folder);
+    if (!root) continue;
+    TempDir dir(*root);
+    const std::string path = dir.file("g.bin");
+    auto data = test::random_bytes(10000, 5);
+    test::write_file(path, data);
+    const File f = File::open(path, OpenMode::read);
+    std::vector<std::byte> buf(4096);
+    const auto read_at = [&](std::uint64_t offset) { return read(f, buf.data(), buf.size(), offset).bytes; };
+    const auto same_as_data = [&](std::uint64_t offset, std::size_t n) {
+      return test::same_bytes(std::span(buf).first(n), std::span(data).subspan(offset, n));
+    };
+    EXPECT_EQ(read_at(0), 4096U);
+    const auto more = test::random_bytes(5000, 6);
+    test::pwrite_file(path, more, 10000);
+    data.insert(data.end(), more.begin(), more.end());
+    EXPECT_EQ(read_at(9000), 4096U) << "stopped at the old end";  // straddles it
+    EXPECT_TRUE(same_as_data(9000, 4096));
+    EXPECT_EQ(read_at(12000), 3000U);  // to the new end
+    EXPECT_TRUE(same_as_data(12000, 3000));
+    ASSERT_EQ(::truncate(path.c_str(), 6000), 0);
+    EXPECT_EQ(read_at(4096), 1904U) << "read past a shrunk end";  // within the size last seen
+    EXPECT_TRUE(same_as_data(4096, 1904));
+    EXPECT_EQ(read_at(8192), 0U);
+    EXPECT_EQ(f.size_seen(), 6000U);
+  }
 }
 
 TEST(File, MoveAndClose) {

@@ -77,6 +77,18 @@ class SLUICE_API File {
   [[nodiscard]] const std::string& fs_type() const noexcept;
   /// Current size in bytes (asks the kernel each time: the file may change under us).
   [[nodiscard]] std::uint64_t size() const;
+  /// The size open() or the last size() call found, shared by every handle (0 when closed):
+  /// without a syscall, so a small read that ends within it need not ask the kernel. Only a
+  /// hint: the file may have grown since (a read past it calls size()) or shrunk (a read that
+  /// comes back short calls size()).
+  [[nodiscard]] std::uint64_t size_seen() const noexcept;
+  /// Whether the last small read of this file (through any handle) found its range in the page
+  /// cache, as note_small_read_cached() recorded it; false at first and when closed. A hint the
+  /// host path keeps (docs/paths.md): where it says cached, a small read first tries to take the
+  /// bytes from the cache only (one syscall, no residency probe); where not, it probes first,
+  /// so that a cold range is read with O_DIRECT and not pulled into the cache by that try.
+  [[nodiscard]] bool last_small_read_cached() const noexcept;
+  void note_small_read_cached(bool cached) const noexcept;
 
   /// Opaque state an upper layer caches per open file (the GPU layer keeps its cuFile handle
   /// here), shared by every handle on it: a set-once, thread-safe cache, which is why a const

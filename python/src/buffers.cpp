@@ -54,6 +54,23 @@ void read_only(const char* source) {
                        "): bytes read from the file need writable memory");
 }
 
+// hasattr without the AttributeError: py::hasattr lets the lookup raise one, whose message
+// (formatted per call) cost a 4 KiB read from Python more than the read's own syscall.
+bool has_attr(py::handle obj, PyObject* name) {
+  PyObject* found = nullptr;
+#if PY_VERSION_HEX >= 0x030D0000
+  const int rc = PyObject_GetOptionalAttr(obj.ptr(), name, &found);
+#else
+  const int rc = _PyObject_LookupAttr(obj.ptr(), name, &found);
+#endif
+  if (rc < 0) throw py::error_already_set();
+  Py_XDECREF(found);
+  return rc == 1;
+}
+
+// Interned once; never released (a module-lifetime constant, like CPython's own).
+PyObject* interned(const char* name) { return PyUnicode_InternFromString(name); }
+
 }  // namespace
 
 Buffer::Buffer(Buffer&& o) noexcept
@@ -96,9 +113,11 @@ void Buffer::release() noexcept {
 Buffer Buffer::acquire(py::handle obj, Access access) {
   Buffer b;
   b.owner_ = py::reinterpret_borrow<py::object>(obj);
-  if (py::hasattr(obj, "__cuda_array_interface__")) return from_cuda_array_interface(obj, access, std::move(b));
+  static PyObject* const cai = interned("__cuda_array_interface__");
+  static PyObject* const dlpack = interned("__dlpack__");
+  if (has_attr(obj, cai)) return from_cuda_array_interface(obj, access, std::move(b));
   if (PyObject_CheckBuffer(obj.ptr()) != 0) return from_buffer_protocol(obj, access, std::move(b));
-  if (py::hasattr(obj, "__dlpack__")) return from_dlpack(obj, std::move(b));
+  if (has_attr(obj, dlpack)) return from_dlpack(obj, std::move(b));
   throw py::type_error(std::string("a transfer needs a buffer (NumPy array, PyTorch tensor, CuPy array, bytearray, "
                                    "anything with the buffer protocol, __cuda_array_interface__ or __dlpack__), not ") +
                        std::string(py::str(obj.get_type().attr("__name__"))));

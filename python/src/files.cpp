@@ -15,6 +15,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "buffers.hpp"
 #include "sluice/device.hpp"
@@ -210,7 +211,8 @@ constexpr const char* kReadDoc =
     "__cuda_array_interface__ or __dlpack__; contiguous and writable. Fewer bytes only at the end of the "
     "file. `device`: the GPU the memory is on when the buffer cannot say ('sim', 'cuda:N'); CUDA memory "
     "names its own. `path`: 'auto' (default: as configured), or 'direct', 'bounce', 'posix', 'host' "
-    "(strict: an error if it cannot be taken). The GIL is released while bytes move.";
+    "(strict: an error if it cannot be taken). The GIL is released while bytes move, except for a read of at "
+    "most 64 KiB of a file whose last small read the page cache served (a copy of about a microsecond).";
 constexpr const char* kWriteDoc =
     "Writes `size` bytes (default: the buffer's size) from `buf` at file `offset`, extending the file as "
     "needed. Buffers, `device` and `path` as for read().";
@@ -275,6 +277,135 @@ void bind_transfers(py::module_& m) {
   }, args());
 }
 
+// File.read's common call, read(buf) or read(buf, offset) into host memory, as a METH_FASTCALL
+// method beside the pybind11 one: pybind11's dispatcher (its argument vectors, keyword
+// handling, type lookups) cost a 4 KiB read of a cached file more than the read itself. Every
+// other call (keywords, a size, GPU memory, anything unexpected) goes to the pybind11 binding,
+// which checks and reports as it always did; the fast one does the same transfer (run_sync with
+// no size, device or path) and raises what it raises.
+PyObject* g_full_read = nullptr;  // the pybind11 function, owned for the process
+
+PyObject* full_read(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  const Py_ssize_t kw = kwnames == nullptr ? 0 : PyTuple_GET_SIZE(kwnames);
+  std::vector<PyObject*> all(static_cast<std::size_t>(1 + nargs + kw));
+  all[0] = self;
+  std::copy(args, args + nargs + kw, all.begin() + 1);
+  return PyObject_Vectorcall(g_full_read, all.data(), static_cast<std::size_t>(nargs + 1), kwnames);
+}
+
+// The Python exception for the C++ one being handled, as pybind11's dispatcher raises it.
+PyObject* raise_current() {
+  try {
+    throw;
+  } catch (py::error_already_set& e) {
+    e.restore();
+    return nullptr;
+  } catch (...) {
+    if (py::detail::apply_exception_translators(py::detail::get_local_internals().registered_exception_translators) ||
+        py::detail::apply_exception_translators(py::detail::get_internals().registered_exception_translators)) {
+      return nullptr;
+    }
+    PyErr_SetString(PyExc_SystemError, "an exception escaped the exception translators");
+    return nullptr;
+  }
+}
+
+// The Result of a fast read. The last one made is kept, and where nothing else holds it any
+// more (its reference count is ours alone, as after `f.read(buf, off)` whose result was
+// dropped) it is refilled instead of made anew, as CPython's zip() refills its tuple: a new
+// pybind11 instance (allocation, registration, release) cost a 4 KiB read a tenth of its time.
+// Only with the GIL held, which every caller has.
+PyObject* result_object(TransferResult&& r, const py::detail::type_info* type) {
+  static PyObject* spare = nullptr;  // one reference, ours; never released (a module constant)
+  if (spare != nullptr && Py_REFCNT(spare) == 1) {
+    auto* inst = reinterpret_cast<py::detail::instance*>(spare);
+    const py::detail::value_and_holder vh = inst->get_value_and_holder(type, false);
+    auto* value = vh ? static_cast<TransferResult*>(vh.value_ptr()) : nullptr;
+    if (value != nullptr) {
+      *value = std::move(r);
+      Py_INCREF(spare);
+      return spare;
+    }
+  }
+  PyObject* made = py::detail::type_caster_generic::cast(
+                       &r, py::return_value_policy::move, py::handle(), type, nullptr,
+                       [](const void* p) -> void* {
+                         return new TransferResult(std::move(*static_cast<TransferResult*>(const_cast<void*>(p))));
+                       })
+                       .ptr();
+  if (made != nullptr) {
+    Py_XDECREF(spare);
+    spare = made;
+    Py_INCREF(spare);
+  }
+  return made;
+}
+
+// A read of at most this many bytes of a file whose last small read the page cache served
+// (File::last_small_read_cached) keeps the GIL: it is a copy of about a microsecond, and
+// releasing the GIL and taking it back cost a tenth of that call. Any other read releases it.
+constexpr std::size_t gil_held_bytes = 64 * 1024;
+
+PyObject* fast_read(PyObject* self, PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnames) {
+  const Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+  if (kwnames != nullptr || nargs < 1 || nargs > 2 || (nargs == 2 && !PyLong_CheckExact(args[1]))) {
+    return full_read(self, args, nargs, kwnames);
+  }
+  long long offset = 0;
+  if (nargs == 2) {
+    int overflow = 0;
+    offset = PyLong_AsLongLongAndOverflow(args[1], &overflow);
+    if (overflow != 0 || offset < 0) return full_read(self, args, nargs, kwnames);  // it raises
+  }
+  // The type records, looked up once: py::cast finds them by hashing the type's name each call.
+  static const py::detail::type_info* const file_type = py::detail::get_type_info(typeid(File));
+  static const py::detail::type_info* const result_type = py::detail::get_type_info(typeid(TransferResult));
+  auto* inst = reinterpret_cast<py::detail::instance*>(self);  // the descriptor checked its type
+  const py::detail::value_and_holder vh = inst->get_value_and_holder(file_type, false);
+  const auto* f = vh ? static_cast<const File*>(vh.value_ptr()) : nullptr;  // null: not initialised
+  if (f == nullptr || !f->is_open()) return full_read(self, args, nargs, kwnames);
+  Buffer buf;
+  try {
+    buf = Buffer::acquire(args[0], Access::fill);
+  } catch (...) {
+    PyErr_Clear();
+    return full_read(self, args, nargs, kwnames);  // raises what the checks raise
+  }
+  if (buf.cuda_device()) return full_read(self, args, nargs, kwnames);
+  try {
+    TransferResult r;
+    if (buf.nbytes() <= gil_held_bytes && f->last_small_read_cached()) {
+      // With the GIL held no other thread can close() the file: its own handle would be a copy
+      // (two reference counts) for nothing.
+      r = read(*f, buf.data(), buf.nbytes(), static_cast<std::uint64_t>(offset), {});
+    } else {
+      const File file = *f;  // this call's own handle
+      py::gil_scoped_release unlocked;
+      r = read(file, buf.data(), buf.nbytes(), static_cast<std::uint64_t>(offset), {});
+    }
+    return result_object(std::move(r), result_type);
+  } catch (...) {
+    return raise_current();
+  }
+}
+
+// Puts fast_read in the class as "read", keeping the pybind11 one for the calls it passes on.
+void install_fast_read(py::module_& m) {
+  const py::object cls = m.attr("File");
+  py::object bound = py::reinterpret_borrow<py::object>(PyDict_GetItemString(
+      reinterpret_cast<PyTypeObject*>(cls.ptr())->tp_dict, "read"));
+  if (PyInstanceMethod_Check(bound.ptr())) bound = py::reinterpret_borrow<py::object>(PyInstanceMethod_GET_FUNCTION(bound.ptr()));
+  g_full_read = bound.release().ptr();
+  static const std::string doc =
+      std::string("read($self, /, buf, offset=0, size=None, *, device=None, path=None)\n--\n\n") + kReadDoc;
+  static PyMethodDef def{"read", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&fast_read)),
+                         METH_FASTCALL | METH_KEYWORDS, doc.c_str()};
+  const py::object descr =
+      py::reinterpret_steal<py::object>(PyDescr_NewMethod(reinterpret_cast<PyTypeObject*>(cls.ptr()), &def));
+  if (!descr) throw py::error_already_set();
+  cls.attr("read") = descr;
+}
+
 }  // namespace
 
 void bind_files(py::module_& m) {
@@ -282,6 +413,7 @@ void bind_files(py::module_& m) {
   bind_future(m);
   bind_file_class(m);
   bind_transfers(m);
+  install_fast_read(m);
 }
 
 }  // namespace sluice::python

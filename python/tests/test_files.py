@@ -2,6 +2,7 @@
 threads."""
 
 import errno
+import inspect
 import os
 import pickle
 import random
@@ -64,6 +65,66 @@ def test_size_and_offset_arguments(data_file):
         r = f.read(buf, offset=len(payload) - 10)  # the end of the file: fewer bytes
         assert r.bytes == 10
         assert f.read(buf, offset=len(payload) + 5).bytes == 0
+
+
+def test_small_reads_follow_a_file_that_grows_or_shrinks(tmp_path):
+    """Small reads take the size last seen without asking the kernel, yet read a grown file to
+    its new end and a shrunk one to its new end."""
+    path = tmp_path / "grows.bin"
+    first = os.urandom(10000)
+    path.write_bytes(first)
+    buf = bytearray(4096)
+    with sluice.File(str(path)) as f:
+        assert f.read(buf, 0).bytes == 4096
+        more = os.urandom(5000)
+        with open(path, "ab") as w:
+            w.write(more)
+        whole = first + more
+        r = f.read(buf, 9000)  # across the old end
+        assert r.bytes == 4096 and bytes(buf) == whole[9000:13096]
+        r = f.read(buf, 12000)
+        assert r.bytes == 3000 and bytes(buf[:3000]) == whole[12000:]
+        os.truncate(path, 6000)
+        r = f.read(buf, 4096)  # within the size last seen
+        assert r.bytes == 1904 and bytes(buf[:1904]) == whole[4096:6000]
+        assert f.read(buf, 8192).bytes == 0
+        assert f.size == 6000
+
+
+def test_read_results_stay_what_they_were(data_file):
+    """read(buf) and read(buf, offset) take a shorter way through the binding than calls with
+    keywords: the same transfer, the same Result, and a Result kept stays as it was."""
+    path, payload = data_file
+    buf = bytearray(4096)
+    with sluice.File(path) as f:
+        kept = f.read(buf, 0)
+        tail = f.read(buf, len(payload) - 100)
+        for _ in range(3):
+            f.read(buf, 4096)  # results dropped at once
+        assert (kept.bytes, tail.bytes) == (4096, 100)
+        again = f.read(buf, 8192)
+        assert again is not kept and again is not tail and again.bytes == 4096
+        assert bytes(buf) == payload[8192:12288]
+        spelled = [f.read(buf, 8192), f.read(buf, offset=8192), f.read(buf=buf, offset=8192, size=4096, path="auto")]
+        assert [(r.bytes, r.path, r.reason, r.cached_bytes) for r in spelled] == \
+            [(again.bytes, again.path, again.reason, again.cached_bytes)] * 3
+        with pytest.raises(ValueError, match="offset"):
+            f.read(buf, -1)
+        with pytest.raises(TypeError):
+            f.read(buf, "0")
+        with pytest.raises(TypeError, match="read-only"):
+            f.read(b"0123", 0)
+        with pytest.raises(TypeError, match="needs a buffer"):
+            f.read(object())
+        with pytest.raises(TypeError):
+            f.read()
+    assert "offset" in str(inspect.signature(sluice.File.read))
+
+    class Mine(sluice.File):  # a subclass takes the same way
+        pass
+
+    with Mine(path) as f:
+        assert f.read(buf, 4096).bytes == 4096 and bytes(buf) == payload[4096:8192]
 
 
 def test_write_then_read_back(tmp_path):

@@ -1,6 +1,7 @@
 #include "sluice/config.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <charconv>
 #include <cstdlib>
 #include <fstream>
@@ -182,6 +183,7 @@ std::string json_scalar_text(const nlohmann::json& v) {
 
 std::mutex g_mutex;
 std::shared_ptr<const Config> g_config;
+std::atomic<std::uint64_t> g_generation{0};  // set_config calls so far (under g_mutex)
 
 }  // namespace
 
@@ -317,16 +319,25 @@ Config Config::load() {
   return cfg;
 }
 
+// Each thread keeps the configuration it last saw and takes the lock only when set_config has
+// changed it since (g_generation): every transfer asks, and a small read from Python is a few
+// microseconds, of which the lock was a measurable part.
 std::shared_ptr<const Config> config() {
+  thread_local std::shared_ptr<const Config> seen;
+  thread_local std::uint64_t seen_generation = 0;
+  if (seen && seen_generation == g_generation.load(std::memory_order_acquire)) return seen;
   std::lock_guard lock(g_mutex);
   if (!g_config) g_config = std::make_shared<const Config>(Config::load());
-  return g_config;
+  seen = g_config;
+  seen_generation = g_generation.load(std::memory_order_relaxed);
+  return seen;
 }
 
 void set_config(Config cfg) {
   auto next = std::make_shared<const Config>(std::move(cfg));
   std::lock_guard lock(g_mutex);
   g_config = std::move(next);
+  g_generation.fetch_add(1, std::memory_order_release);
 }
 
 }  // namespace sluice

@@ -1,4 +1,5 @@
 #include <liburing.h>
+#include <sys/uio.h>
 #include <pthread.h>
 
 #include <atomic>
@@ -67,6 +68,28 @@ std::unique_ptr<IoEngine> make_engine(EngineKind kind, unsigned depth) {
   if (kind == EngineKind::uring) return with_env_faults(std::make_unique<UringEngine>(depth));
   return with_env_faults(std::make_unique<PsyncEngine>(depth));
 }
+
+std::int64_t IoEngine::transfer_now(const IoRequest& req) {
+  prepare(req);
+  IoCompletion done;
+  // The contract gives the one request in flight its completion; -EAGAIN only defends it.
+  return submit_and_wait({&done, 1}, 1) == 1 ? done.result : -EAGAIN;
+}
+
+namespace detail {
+
+std::int64_t transfer_on_this_thread(const IoRequest& r) noexcept {
+  iovec iov{r.buf, r.len};
+  const int flags = r.op == IoOp::read && r.cached_only ? RWF_NOWAIT : 0;
+  ssize_t n = 0;
+  do {
+    n = r.op == IoOp::read ? ::preadv2(r.fd, &iov, 1, static_cast<off_t>(r.offset), flags)
+                           : ::pwritev2(r.fd, &iov, 1, static_cast<off_t>(r.offset), flags);
+  } while (n < 0 && errno == EINTR);
+  return n < 0 ? -static_cast<std::int64_t>(errno) : n;
+}
+
+}  // namespace detail
 
 bool uring_available(std::string* reason) {
   static const std::pair<bool, std::string> answer = [] {

@@ -13,6 +13,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <memory>
@@ -69,6 +70,8 @@ struct FileState {
   bool block_device = false;
   std::string fs_type;
   std::string direct_reason;
+  std::atomic<std::uint64_t> size_seen{0};  // what open or the last size() found
+  std::atomic<bool> small_read_cached{false};  // note_small_read_cached
   std::mutex attachment_mutex;
   std::shared_ptr<void> attachment;  // only under attachment_mutex
 
@@ -184,6 +187,7 @@ File File::open(std::string path, OpenMode mode, const OpenOptions& options) {
   if (::fstat(s.fd, &st) != 0) throw_os_error(errno, {.op = "open", .path = path}, "fstat failed");
   if (S_ISDIR(st.st_mode)) throw_os_error(EISDIR, {.op = "open", .path = path}, "is a directory");
   s.block_device = S_ISBLK(st.st_mode);
+  if (!s.block_device) s.size_seen.store(static_cast<std::uint64_t>(st.st_size), std::memory_order_relaxed);
   if (!S_ISREG(st.st_mode) && !s.block_device) {
     throw_usage_error({.op = "open", .path = path}, "not a regular file or block device");
   }
@@ -243,11 +247,29 @@ std::uint64_t File::size() const {
     if (::ioctl(state_->fd, BLKGETSIZE64, &bytes) != 0) {
       throw_os_error(errno, {.op = "size", .path = path()}, "BLKGETSIZE64 failed");
     }
+    state_->size_seen.store(bytes, std::memory_order_relaxed);
     return bytes;
   }
   struct stat st {};
   if (::fstat(state_->fd, &st) != 0) throw_os_error(errno, {.op = "size", .path = path()}, "fstat failed");
-  return static_cast<std::uint64_t>(st.st_size);
+  const auto bytes = static_cast<std::uint64_t>(st.st_size);
+  state_->size_seen.store(bytes, std::memory_order_relaxed);
+  return bytes;
+}
+
+std::uint64_t File::size_seen() const noexcept {
+  return state_ ? state_->size_seen.load(std::memory_order_relaxed) : 0;
+}
+
+bool File::last_small_read_cached() const noexcept {
+  return state_ && state_->small_read_cached.load(std::memory_order_relaxed);
+}
+
+void File::note_small_read_cached(bool cached) const noexcept {
+  // Stored only on a change: concurrent small reads of one file would otherwise share the line.
+  if (state_ && state_->small_read_cached.load(std::memory_order_relaxed) != cached) {
+    state_->small_read_cached.store(cached, std::memory_order_relaxed);
+  }
 }
 
 }  // namespace sluice

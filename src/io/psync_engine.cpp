@@ -13,12 +13,7 @@ std::size_t PsyncEngine::submit_and_wait(std::span<IoCompletion> out, std::size_
   while (!queued_.empty()) {
     const IoRequest r = queued_.front();
     queued_.pop_front();
-    ssize_t n = 0;
-    do {
-      n = r.op == IoOp::read ? ::pread(r.fd, r.buf, r.len, static_cast<off_t>(r.offset))
-                             : ::pwrite(r.fd, r.buf, r.len, static_cast<off_t>(r.offset));
-    } while (n < 0 && errno == EINTR);
-    done_.push_back({r.tag, n < 0 ? -static_cast<std::int64_t>(errno) : n});
+    done_.push_back({r.tag, detail::transfer_on_this_thread(r)});
   }
   std::size_t count = 0;
   while (count < out.size() && !done_.empty()) {

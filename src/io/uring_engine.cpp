@@ -12,6 +12,8 @@
 // running, and before 5.19 with no flags.
 #include "uring_engine.hpp"
 
+#include "psync_engine.hpp"
+
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -117,8 +119,14 @@ void UringEngine::prepare(const IoRequest& r) {
     }
   }
   if (r.fixed_file) sqe->flags |= IOSQE_FIXED_FILE;
+  if (r.op == IoOp::read && r.cached_only) sqe->rw_flags = RWF_NOWAIT;
   io_uring_sqe_set_data64(sqe, r.tag);
   ++in_flight_;
+}
+
+std::int64_t UringEngine::transfer_now(const IoRequest& r) {
+  if (r.fixed_file) return IoEngine::transfer_now(r);
+  return detail::transfer_on_this_thread(r);
 }
 
 std::size_t UringEngine::reap(std::span<IoCompletion> out, bool* woken) {

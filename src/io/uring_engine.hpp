@@ -25,6 +25,8 @@ class UringEngine final : public IoEngine {
   [[nodiscard]] unsigned in_flight() const noexcept override { return in_flight_; }
   void prepare(const IoRequest& req) override;
   std::size_t submit_and_wait(std::span<IoCompletion> out, std::size_t min_complete) override;
+  /// One preadv2/pwritev2 (a fixed-file slot is no descriptor: that one goes through the ring).
+  std::int64_t transfer_now(const IoRequest& req) override;
   bool register_buffers(std::span<const iovec> buffers) override;
   void unregister_buffers() override;
   int register_file(int fd) override;

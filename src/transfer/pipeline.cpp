@@ -428,6 +428,7 @@ PipelineResult run_and_record(Path path, const PipelineSpec& spec) {
     throw;
   }
   r.nanoseconds = elapsed();
+  r.ios += spec.ios_before;
   stats().record(path, dir, spec.size, r.ios, r.nanoseconds, false);
   return r;
 }

@@ -63,6 +63,9 @@ struct PipelineSpec {
   /// half of it. Null: no probing (every chunk as the layout says).
   const ResidencyProbe* residency = nullptr;
   std::function<std::unique_ptr<Mover>()> make_mover;  ///< per worker; default HostMover
+  /// Requests already issued for this transfer outside the pipeline (a small read's tries that
+  /// came back short or not cached), counted in its ios with the pipeline's own.
+  std::uint64_t ios_before = 0;
 };
 
 /// What the residency probes found and what was done about it (all zero without a probe).

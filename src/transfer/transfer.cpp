@@ -90,19 +90,22 @@ struct Choice {
 
 Choice choose(IoOp op, const File& file, const void* buf, std::uint64_t size, std::uint64_t offset,
               const TransferOptions& o, const Config& cfg) {
-  const ErrorContext ctx{.op = op == IoOp::read ? "read" : "write", .path = file.path(), .offset = offset, .size = size, .has_range = true};
+  // Made only for an error: its path is a string, which every call would otherwise copy.
+  const auto ctx = [&] {
+    return ErrorContext{.op = op == IoOp::read ? "read" : "write", .path = file.path(), .offset = offset, .size = size, .has_range = true};
+  };
   const std::optional<Path> requested = requested_path(o, cfg);
   const bool strict = requested.has_value();
   const Path want = requested.value_or(Path::direct);  // auto tries direct first
   const MemoryKind kind = o.device ? o.device->pointer_kind(buf) : MemoryKind::pageable_host;
   if (kind != MemoryKind::device) {
     if (strict && want != Path::host) {
-      throw_usage_error(ctx, fmt::format("path {} moves data to GPU memory, but the buffer is {} memory",
+      throw_usage_error(ctx(), fmt::format("path {} moves data to GPU memory, but the buffer is {} memory",
                                          to_string(want), to_string(kind)));
     }
     return {Path::host, strict};
   }
-  if (want == Path::host) throw_usage_error(ctx, "path host needs host memory, but the buffer is device memory");
+  if (want == Path::host) throw_usage_error(ctx(), "path host needs host memory, but the buffer is device memory");
   if (want == Path::bounce || want == Path::posix) return {want, true};
   const auto obstacle = direct_obstacle(file, buf, size, offset);
   if (!obstacle) {
@@ -111,16 +114,17 @@ Choice choose(IoOp op, const File& file, const void* buf, std::uint64_t size, st
     return {Path::direct, false};
   }
   if (strict) {
-    throw Error(ErrorDomain::cufile, CU_FILE_IO_NOT_SUPPORTED, ctx, fmt::format("path direct unavailable: {}", obstacle->why));
+    throw Error(ErrorDomain::cufile, CU_FILE_IO_NOT_SUPPORTED, ctx(), fmt::format("path direct unavailable: {}", obstacle->why));
   }
   return {Path::bounce, false, "direct unavailable: " + obstacle->why, obstacle->kind};
 }
 
 TransferResult run_chosen(IoOp op, const File& file, std::byte* buf, std::uint64_t size,
                           std::uint64_t offset, const TransferOptions& o, const Config& cfg,
-                          const Choice& c) {
+                          const Choice& c, std::chrono::steady_clock::time_point t0,
+                          std::uint64_t* timed_ns) {
   if (c.path == Path::host) {
-    return op == IoOp::read ? detail::host_read(file, buf, size, offset, cfg)
+    return op == IoOp::read ? detail::host_read(file, buf, size, offset, cfg, t0, timed_ns)
                             : detail::host_write(file, buf, size, offset, cfg);
   }
   // GPU paths: the same checks and EOF clamping as the host path.
@@ -171,18 +175,25 @@ TransferResult run(IoOp op, const File& file, std::byte* buf, std::uint64_t size
   const Choice c = choose(op, file, buf, size, offset, o, *cfg);
   const auto t0 = std::chrono::steady_clock::now();
   std::array<char, 24> key_buf{};
-  auto record = [&](std::uint64_t bytes, std::uint64_t ios, bool error) {
-    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0);
+  auto record = [&](std::uint64_t bytes, std::uint64_t ios, bool error, std::uint64_t ns) {
     stats().record_target(device_key(c, o, key_buf), file.fs_type(),
-                          op == IoOp::read ? Direction::read : Direction::write, bytes, ios,
-                          static_cast<std::uint64_t>(ns.count()), error);
+                          op == IoOp::read ? Direction::read : Direction::write, bytes, ios, ns,
+                          error);
+  };
+  auto since_t0 = [&t0] {
+    return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                          std::chrono::steady_clock::now() - t0)
+                                          .count());
   };
   try {
-    TransferResult r = run_chosen(op, file, buf, size, offset, o, *cfg, c);
-    record(r.bytes, r.ios, false);
+    // A small host read times itself from t0 (host_read's `started`): the same time, without a
+    // second clock read per call.
+    std::uint64_t timed_ns = 0;
+    TransferResult r = run_chosen(op, file, buf, size, offset, o, *cfg, c, t0, &timed_ns);
+    record(r.bytes, r.ios, false, timed_ns != 0 ? timed_ns : since_t0());
     return r;
   } catch (...) {
-    record(0, 0, true);
+    record(0, 0, true, since_t0());
     throw;
   }
 }
