@@ -52,7 +52,7 @@ struct RemoteStats {
   std::uint64_t bytes = 0;        ///< body bytes accepted into the destination
   std::uint64_t connections = 0;  ///< new connections libcurl opened (the rest were reused)
   std::map<std::string, std::uint64_t> retries;  ///< retries by cause ("503 SlowDown", "reset")
-  LatencyHistogram latency_us;    ///< per request, from sent to last byte, microseconds
+  LatencyHistogram latency_us;  ///< per request, from sent to last byte, microseconds
 
   [[nodiscard]] SLUICE_API std::uint64_t retry_count() const noexcept;
   SLUICE_API void merge(const RemoteStats& other);

@@ -21,11 +21,23 @@ RemoteReader& RemoteReader::operator=(RemoteReader&&) noexcept = default;
 TransferResult RemoteReader::read(void* /*dst*/, std::uint64_t /*size*/, std::uint64_t /*offset*/) {
   return {};
 }
-std::optional<std::uint64_t> RemoteReader::size() const noexcept { return std::nullopt; }
-const std::string& RemoteReader::url() const noexcept { return state_->url; }
-const std::string& RemoteReader::endpoint() const noexcept { return state_->endpoint; }
-const RemoteOptions& RemoteReader::options() const noexcept { return state_->opt; }
-const RemoteStats& RemoteReader::stats() const noexcept { return state_->stats; }
-std::string RemoteReader::reason() const { return {}; }
+std::optional<std::uint64_t> RemoteReader::size() const noexcept {
+  return std::nullopt;
+}
+const std::string& RemoteReader::url() const noexcept {
+  return state_->url;
+}
+const std::string& RemoteReader::endpoint() const noexcept {
+  return state_->endpoint;
+}
+const RemoteOptions& RemoteReader::options() const noexcept {
+  return state_->opt;
+}
+const RemoteStats& RemoteReader::stats() const noexcept {
+  return state_->stats;
+}
+std::string RemoteReader::reason() const {
+  return {};
+}
 
 }  // namespace sluice

@@ -56,9 +56,9 @@ struct Part {
   CURL* easy = nullptr;
   curl_slist* headers = nullptr;
   Clock::time_point sent{};
-  bool checked = false;      // the response's headers were checked at its first body byte
+  bool checked = false;  // the response's headers were checked at its first body byte
   std::string content_range, etag, body;
-  std::string fault;         // set by a callback: the response is wrong, no retry
+  std::string fault;  // set by a callback: the response is wrong, no retry
   char errbuf[CURL_ERROR_SIZE] = {};
 };
 
@@ -70,7 +70,7 @@ struct RemoteReader::State {
   CURLM* multi = nullptr;
   std::vector<CURL*> idle;  // easy handles between transfers
   std::optional<std::uint64_t> size;
-  std::string etag;         // pinned by the first response (empty: the server sent none)
+  std::string etag;          // pinned by the first response (empty: the server sent none)
   RemoteStats stats, delta;  // all of this reader's requests; those not yet published
   std::mt19937_64 rng{std::random_device{}()};
 
@@ -79,8 +79,9 @@ struct RemoteReader::State {
     if (multi != nullptr) curl_multi_cleanup(multi);
   }
   [[noreturn]] void fail(const Part& p, int err, std::string_view detail) const {
-    throw_os_error(err, {.op = "GET", .path = url, .offset = p.offset, .size = p.size, .has_range = true},
-                   detail);
+    throw_os_error(
+        err, {.op = "GET", .path = url, .offset = p.offset, .size = p.size, .has_range = true},
+        detail);
   }
   void check_response(Part& p, CURL* easy);
   void start(Part& p);
@@ -160,14 +161,14 @@ void RemoteReader::State::check_response(Part& p, CURL* /*easy*/) {
     size = *cr->total;
     etag = p.etag;
   } else if (*cr->total != *size || p.etag != etag) {
-    p.fault = fmt::format("the object changed during the read (size {} -> {}, ETag {} -> {})", *size,
-                          *cr->total, etag, p.etag);
+    p.fault = fmt::format("the object changed during the read (size {} -> {}, ETag {} -> {})",
+                          *size, *cr->total, etag, p.etag);
     return;
   }
   const bool cut_at_end = cr->last < want_last && cr->last + 1 == *size;
   if (cr->first != want_first || (cr->last != want_last && !cut_at_end)) {
-    p.fault = fmt::format("asked bytes {}-{}, the server sent Content-Range '{}'", want_first, want_last,
-                          p.content_range);
+    p.fault = fmt::format("asked bytes {}-{}, the server sent Content-Range '{}'", want_first,
+                          want_last, p.content_range);
     return;
   }
   p.size = cr->last + 1 - p.offset;
@@ -217,8 +218,9 @@ void RemoteReader::State::retry(Part& p, const std::string& cause, std::vector<P
                      p.attempts, cause, p.got, p.size));
   }
   ++delta.retries[cause];
-  const std::uint64_t ceiling = std::min<std::uint64_t>(
-      opt.backoff_cap_ms, static_cast<std::uint64_t>(opt.backoff_base_ms) << std::min(p.attempts - 1, 20U));
+  const std::uint64_t ceiling =
+      std::min<std::uint64_t>(opt.backoff_cap_ms, static_cast<std::uint64_t>(opt.backoff_base_ms)
+                                                      << std::min(p.attempts - 1, 20U));
   const std::uint64_t wait_ms = std::uniform_int_distribution<std::uint64_t>(0, ceiling)(rng);
   p.not_before = Clock::now() + std::chrono::milliseconds(wait_ms);
   waiting.push_back(&p);
@@ -246,13 +248,15 @@ void RemoteReader::State::finish(Part& p, CURLcode rc, std::vector<Part*>& waiti
   if (status == 416) {
     // Asked from past the end: the end of the object, when the server says where it is.
     const auto cr = remote::parse_content_range(p.content_range);
-    if (cr && !cr->satisfied && p.got == 0 && p.offset >= *cr->total && (!size || *size == *cr->total)) {
+    if (cr && !cr->satisfied && p.got == 0 && p.offset >= *cr->total &&
+        (!size || *size == *cr->total)) {
       size = *cr->total;
       p.size = 0;
       return;
     }
   }
-  if (const auto cause = remote::retry_cause_of_status(status, s3)) return retry(p, *cause, waiting);
+  if (const auto cause = remote::retry_cause_of_status(status, s3))
+    return retry(p, *cause, waiting);
   std::string what = fmt::format("HTTP {}", status);
   if (!s3.code.empty()) what += fmt::format(" {}: {}", s3.code, s3.message);
   if (status == 412) what += " (the object changed during the read: its ETag no longer matches)";
@@ -312,9 +316,11 @@ void RemoteReader::State::run(std::vector<Part>& parts) {
       idle.push_back(p->easy);
       p->easy = nullptr;
     }
-    const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(next_try - Clock::now());
+    const auto wait =
+        std::chrono::duration_cast<std::chrono::milliseconds>(next_try - Clock::now());
     if (active > 0 || !waiting.empty()) {
-      curl_multi_poll(multi, nullptr, 0, static_cast<int>(std::clamp<long long>(wait.count(), 0, 100)), nullptr);
+      curl_multi_poll(multi, nullptr, 0,
+                      static_cast<int>(std::clamp<long long>(wait.count(), 0, 100)), nullptr);
     }
   }
 }
@@ -343,17 +349,20 @@ std::vector<Part> cut_parts(char* dst, std::uint64_t from, std::uint64_t to, std
 // SlowDown": parts are the requests less their retries.
 std::string describe(const RemoteStats& d, std::uint64_t part_size, unsigned in_flight) {
   const std::uint64_t parts = d.requests - d.retry_count();
-  std::string s = fmt::format("remote: {} ranged GET{} of {}, {} in flight", parts, parts == 1 ? "" : "s",
-                              format_size(part_size), std::min<std::uint64_t>(in_flight, parts));
-  s += d.connections == 0 ? std::string(" over warm connections")
-                          : fmt::format(" over {} new connection{}", d.connections, d.connections == 1 ? "" : "s");
+  std::string s =
+      fmt::format("remote: {} ranged GET{} of {}, {} in flight", parts, parts == 1 ? "" : "s",
+                  format_size(part_size), std::min<std::uint64_t>(in_flight, parts));
+  s += d.connections == 0
+           ? std::string(" over warm connections")
+           : fmt::format(" over {} new connection{}", d.connections, d.connections == 1 ? "" : "s");
   for (const auto& [cause, n] : d.retries) s += fmt::format(", {} retried after {}", n, cause);
   return s;
 }
 
 }  // namespace
 
-RemoteReader::RemoteReader(std::string url, RemoteOptions options) : state_(std::make_unique<State>()) {
+RemoteReader::RemoteReader(std::string url, RemoteOptions options)
+    : state_(std::make_unique<State>()) {
   options.validate();
   if (!url.starts_with("http://") && !url.starts_with("https://")) {
     throw_usage_error({.op = "open", .path = url},
@@ -365,7 +374,8 @@ RemoteReader::RemoteReader(std::string url, RemoteOptions options) : state_(std:
   state_->endpoint = remote::endpoint_of(state_->url);
   state_->opt = options;
   state_->multi = curl_multi_init();
-  if (state_->multi == nullptr) throw_os_error(ENOMEM, {.op = "open", .path = state_->url}, "curl_multi_init");
+  if (state_->multi == nullptr)
+    throw_os_error(ENOMEM, {.op = "open", .path = state_->url}, "curl_multi_init");
   curl_multi_setopt(state_->multi, CURLMOPT_MAXCONNECTS, static_cast<long>(options.in_flight));
 }
 
@@ -384,7 +394,8 @@ TransferResult RemoteReader::read(void* dst, std::uint64_t size, std::uint64_t o
   std::uint64_t end = offset + size;
   std::uint64_t from = offset;
   if (size > 0 && !s.size) {  // one part alone first: it says the size and pins the ETag
-    std::vector<Part> first = cut_parts(out, offset, std::min(end, offset + s.opt.part_size), offset, s.opt.part_size);
+    std::vector<Part> first =
+        cut_parts(out, offset, std::min(end, offset + s.opt.part_size), offset, s.opt.part_size);
     s.run(first);
     from = offset + first[0].size;
   }
@@ -401,11 +412,21 @@ TransferResult RemoteReader::read(void* dst, std::uint64_t size, std::uint64_t o
   return r;
 }
 
-std::optional<std::uint64_t> RemoteReader::size() const noexcept { return state_->size; }
-const std::string& RemoteReader::url() const noexcept { return state_->url; }
-const std::string& RemoteReader::endpoint() const noexcept { return state_->endpoint; }
-const RemoteOptions& RemoteReader::options() const noexcept { return state_->opt; }
-const RemoteStats& RemoteReader::stats() const noexcept { return state_->stats; }
+std::optional<std::uint64_t> RemoteReader::size() const noexcept {
+  return state_->size;
+}
+const std::string& RemoteReader::url() const noexcept {
+  return state_->url;
+}
+const std::string& RemoteReader::endpoint() const noexcept {
+  return state_->endpoint;
+}
+const RemoteOptions& RemoteReader::options() const noexcept {
+  return state_->opt;
+}
+const RemoteStats& RemoteReader::stats() const noexcept {
+  return state_->stats;
+}
 std::string RemoteReader::reason() const {
   return describe(state_->stats, state_->opt.part_size, state_->opt.in_flight);
 }

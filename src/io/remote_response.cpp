@@ -3,6 +3,7 @@
 
 #include <curl/curl.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 
@@ -11,7 +12,8 @@ namespace {
 
 std::string_view trim(std::string_view s) noexcept {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r' || s.back() == '\n')) {
+  while (!s.empty() &&
+         (s.back() == ' ' || s.back() == '\t' || s.back() == '\r' || s.back() == '\n')) {
     s.remove_suffix(1);
   }
   return s;
@@ -66,14 +68,17 @@ std::optional<ContentRange> parse_content_range(std::string_view value) noexcept
 
 std::optional<HeaderLine> parse_header_line(std::string_view line) noexcept {
   const auto colon = line.find(':');
-  if (colon == std::string_view::npos || colon == 0 || line.starts_with("HTTP/")) return std::nullopt;
+  if (colon == std::string_view::npos || colon == 0 || line.starts_with("HTTP/"))
+    return std::nullopt;
   return HeaderLine{line.substr(0, colon), trim(line.substr(colon + 1))};
 }
 
 bool header_is(std::string_view name, std::string_view wanted) noexcept {
   if (name.size() != wanted.size()) return false;
   for (std::size_t i = 0; i < name.size(); ++i) {
-    const auto lower = [](char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; };
+    const auto lower = [](char c) {
+      return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c;
+    };
     if (lower(name[i]) != lower(wanted[i])) return false;
   }
   return true;
@@ -91,32 +96,47 @@ std::optional<std::string> retry_cause_of_status(long status, const S3Error& s3)
 
 std::optional<std::string> retry_cause_of_curl(int curl_code) {
   switch (static_cast<CURLcode>(curl_code)) {
-    case CURLE_OPERATION_TIMEDOUT: return "timeout or stall";
-    case CURLE_COULDNT_CONNECT: return "connect";
-    case CURLE_SEND_ERROR: return "send";
-    case CURLE_RECV_ERROR: return "reset";
-    case CURLE_PARTIAL_FILE: return "short body";
-    case CURLE_GOT_NOTHING: return "empty reply";
-    default: return std::nullopt;
+    case CURLE_OPERATION_TIMEDOUT:
+      return "timeout or stall";
+    case CURLE_COULDNT_CONNECT:
+      return "connect";
+    case CURLE_SEND_ERROR:
+      return "send";
+    case CURLE_RECV_ERROR:
+      return "reset";
+    case CURLE_PARTIAL_FILE:
+      return "short body";
+    case CURLE_GOT_NOTHING:
+      return "empty reply";
+    default:
+      return std::nullopt;
   }
 }
 
 int errno_of_status(long status) noexcept {
   switch (status) {
-    case 404: return ENOENT;
+    case 404:
+      return ENOENT;
     case 401:
-    case 403: return EACCES;
-    case 412: return ESTALE;
-    case 416: return EINVAL;
-    default: return EIO;
+    case 403:
+      return EACCES;
+    case 412:
+      return ESTALE;
+    case 416:
+      return EINVAL;
+    default:
+      return EIO;
   }
 }
 
 std::string endpoint_of(std::string_view url) {
   const auto scheme = url.find("://");
   if (scheme == std::string_view::npos) return {};
-  const auto end = url.find_first_of("/?#", scheme + 3);
-  return std::string(url.substr(0, end));
+  const auto end = std::min(url.size(), url.find_first_of("/?#", scheme + 3));
+  // Never user:password@ (the stats and the reasons print the endpoint).
+  const auto at = url.substr(0, end).rfind('@');
+  const auto host = at == std::string_view::npos || at < scheme ? scheme + 3 : at + 1;
+  return std::string(url.substr(0, scheme + 3)) + std::string(url.substr(host, end - host));
 }
 
 }  // namespace sluice::remote

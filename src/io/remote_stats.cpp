@@ -22,8 +22,10 @@ std::optional<std::uint64_t> env_size(const char* name, bool units) {
   const char* v = std::getenv(name);
   if (v == nullptr || *v == '\0') return std::nullopt;
   const std::optional<std::uint64_t> n = parse_size(v);  // a plain number parses too
-  if (!n || (!units && std::string_view(v).find_first_not_of("0123456789") != std::string_view::npos)) {
-    throw_usage_error({.op = "config"}, fmt::format("{}={}: not a {}", name, v, units ? "size" : "number"));
+  if (!n ||
+      (!units && std::string_view(v).find_first_not_of("0123456789") != std::string_view::npos)) {
+    throw_usage_error({.op = "config"},
+                      fmt::format("{}={}: not a {}", name, v, units ? "size" : "number"));
   }
   return n;
 }

@@ -26,14 +26,22 @@ std::string remote_summary(const RemoteRead& a, const RemoteReader& reader, cons
                            double cpu) {
   const double gib_s = r.seconds > 0 ? static_cast<double>(r.bytes) / GiB / r.seconds : 0.0;
   if (!a.json) {
-    return fmt::format("read {} from '{}' in {:.3f} s ({:.2f} GiB/s, {:.2f} CPU s)\npath: remote ({})",
-                       format_size(r.bytes), a.url, r.seconds, gib_s, cpu, reader.reason());
+    return fmt::format(
+        "read {} from '{}' in {:.3f} s ({:.2f} GiB/s, {:.2f} CPU s)\npath: remote ({})",
+        format_size(r.bytes), a.url, r.seconds, gib_s, cpu, reader.reason());
   }
   const RemoteStats& st = reader.stats();
-  nlohmann::json j = {{"op", "read"},       {"file", a.url},         {"path", "remote"},
-                      {"reason", reader.reason()}, {"bytes", r.bytes}, {"seconds", r.seconds},
-                      {"gib_per_s", gib_s}, {"cpu_seconds", cpu},    {"ios", st.requests},
-                      {"endpoint", reader.endpoint()}, {"connections", st.connections},
+  nlohmann::json j = {{"op", "read"},
+                      {"file", a.url},
+                      {"path", "remote"},
+                      {"reason", reader.reason()},
+                      {"bytes", r.bytes},
+                      {"seconds", r.seconds},
+                      {"gib_per_s", gib_s},
+                      {"cpu_seconds", cpu},
+                      {"ios", st.requests},
+                      {"endpoint", reader.endpoint()},
+                      {"connections", st.connections},
                       {"retries", st.retries}};
   return j.dump();
 }
@@ -47,7 +55,8 @@ int run_remote_read(const RemoteRead& a) {
   RemoteReader reader(a.url, opt);
   const std::uint64_t piece = opt.part_size * opt.in_flight;
   const std::uint64_t length = a.length ? *a.length : ~std::uint64_t{0} - a.offset;
-  std::vector<char> buf(static_cast<std::size_t>(std::min(piece, std::max<std::uint64_t>(length, 1))));
+  std::vector<char> buf(
+      static_cast<std::size_t>(std::min(piece, std::max<std::uint64_t>(length, 1))));
 
   const bool to_stdout = a.out == "-";
   int out_fd = STDOUT_FILENO;
@@ -67,7 +76,8 @@ int run_remote_read(const RemoteRead& a) {
     if (r.bytes < ask) break;  // the end of the object
   }
   total.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (!to_stdout && ::close(out_fd) != 0) throw_os_error(errno, {.op = "close", .path = a.out}, "cannot close output");
+  if (!to_stdout && ::close(out_fd) != 0)
+    throw_os_error(errno, {.op = "close", .path = a.out}, "cannot close output");
   FILE* report = to_stdout ? stderr : stdout;
   std::fputs(remote_summary(a, reader, total, cpu_seconds() - cpu0).c_str(), report);
   std::fputc('\n', report);

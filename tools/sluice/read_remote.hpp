@@ -12,7 +12,7 @@ struct RemoteRead {
   std::uint64_t offset = 0;
   std::optional<std::uint64_t> length;  ///< to the end of the object when unset
   std::string out;
-  std::string part_size;  ///< --part-size, empty: the setting
+  std::string part_size;   ///< --part-size, empty: the setting
   unsigned in_flight = 0;  ///< --in-flight, 0: the setting
   bool json = false;
 };
