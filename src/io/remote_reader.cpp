@@ -24,6 +24,7 @@
 #include <fmt/format.h>
 
 #include "io/remote_response.hpp"
+#include "io/remote_target.hpp"
 #include "sluice/error.hpp"
 #include "sluice/remote.hpp"
 #include "sluice/units.hpp"
@@ -65,7 +66,8 @@ struct Part {
 }  // namespace
 
 struct RemoteReader::State {
-  std::string url, endpoint;
+  std::string url, endpoint;  // the URL as given; the stats' key
+  remote::RemoteTarget target;
   RemoteOptions opt;
   CURLM* multi = nullptr;
   std::vector<CURL*> idle;  // easy handles between transfers
@@ -85,6 +87,7 @@ struct RemoteReader::State {
   }
   void check_response(Part& p, CURL* easy);
   void start(Part& p);
+  void set_headers(Part& p, CURL* e);
   void finish(Part& p, CURLcode rc, std::vector<Part*>& waiting);
   void retry(Part& p, const std::string& cause, std::vector<Part*>& waiting);
   void run(std::vector<Part>& parts);
@@ -186,7 +189,8 @@ void RemoteReader::State::start(Part& p) {
   p.body.clear();
   p.errbuf[0] = '\0';
   const std::string range = fmt::format("{}-{}", p.offset + p.got, p.offset + p.size - 1);
-  curl_easy_setopt(e, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(e, CURLOPT_URL, target.request_url.c_str());
+  if (!target.ca_bundle.empty()) curl_easy_setopt(e, CURLOPT_CAINFO, target.ca_bundle.c_str());
   curl_easy_setopt(e, CURLOPT_RANGE, range.c_str());  // copied by libcurl
   curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
   curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
@@ -202,13 +206,31 @@ void RemoteReader::State::start(Part& p) {
   curl_easy_setopt(e, CURLOPT_HEADERDATA, &p);
   curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
   curl_easy_setopt(e, CURLOPT_PRIVATE, &p);
-  curl_slist_free_all(p.headers);
-  p.headers = nullptr;
-  if (!etag.empty()) p.headers = curl_slist_append(nullptr, ("If-Match: " + etag).c_str());
-  curl_easy_setopt(e, CURLOPT_HTTPHEADER, p.headers);
+  set_headers(p, e);
   p.sent = Clock::now();
   ++p.attempts;
   ++delta.requests;
+}
+
+// If-Match once the ETag is pinned; SigV4 for S3 with credentials. Debian 12's libcurl (7.88)
+// signs but does not send x-amz-content-sha256 (8.0.0 does), which S3 requires: it goes here.
+void RemoteReader::State::set_headers(Part& p, CURL* e) {
+  curl_slist_free_all(p.headers);
+  p.headers = nullptr;
+  const auto add = [&p](const std::string& h) {
+    p.headers = curl_slist_append(p.headers, h.c_str());
+  };
+  if (!etag.empty()) add("If-Match: " + etag);
+  if (target.sign) {
+    const remote::SigV4& s = *target.sign;
+    const std::string provider = "aws:amz:" + s.region + ":s3";
+    curl_easy_setopt(e, CURLOPT_AWS_SIGV4, provider.c_str());
+    curl_easy_setopt(e, CURLOPT_USERNAME, s.key_id.c_str());
+    curl_easy_setopt(e, CURLOPT_PASSWORD, s.secret.c_str());
+    add("x-amz-content-sha256: UNSIGNED-PAYLOAD");
+    if (!s.session_token.empty()) add("x-amz-security-token: " + s.session_token);
+  }
+  curl_easy_setopt(e, CURLOPT_HTTPHEADER, p.headers);
 }
 
 void RemoteReader::State::retry(Part& p, const std::string& cause, std::vector<Part*>& waiting) {
@@ -364,14 +386,10 @@ std::string describe(const RemoteStats& d, std::uint64_t part_size, unsigned in_
 RemoteReader::RemoteReader(std::string url, RemoteOptions options)
     : state_(std::make_unique<State>()) {
   options.validate();
-  if (!url.starts_with("http://") && !url.starts_with("https://")) {
-    throw_usage_error({.op = "open", .path = url},
-                      url.starts_with("s3://") ? "s3:// URLs are not supported yet (docs/remote.md)"
-                                               : "not an http:// or https:// URL");
-  }
+  state_->target = remote::resolve_remote(url);
   init_curl_once();
   state_->url = std::move(url);
-  state_->endpoint = remote::endpoint_of(state_->url);
+  state_->endpoint = state_->target.endpoint;
   state_->opt = options;
   state_->multi = curl_multi_init();
   if (state_->multi == nullptr)

@@ -131,16 +131,48 @@ std::string Nginx::url(const std::string& path) const {
   return fmt::format("http://127.0.0.1:{}/{}", port_, path);
 }
 
-FaultServer::FaultServer(const std::string& file)
-    : child_({"/usr/bin/python3", SLUICE_FAULT_SERVER, file}, true) {
+namespace {
+
+// The port a server prints as its first line (0 when it printed none and exited).
+int read_port(int fd) {
   char buf[32] = {};
   std::size_t n = 0;
   while (n + 1 < sizeof buf) {
-    const ssize_t r = ::read(child_.stdout_fd(), buf + n, 1);
+    const ssize_t r = ::read(fd, buf + n, 1);
     if (r <= 0 || buf[n] == '\n') break;
     ++n;
   }
-  port_ = std::atoi(buf);
+  return std::atoi(buf);
+}
+
+}  // namespace
+
+FaultServer::FaultServer(const std::string& file)
+    : child_({"/usr/bin/python3", SLUICE_FAULT_SERVER, file}, true),
+      port_(read_port(child_.stdout_fd())) {}
+
+S3Server::S3Server(const std::string& scratch) {
+  const std::string modules = SLUICE_S3RVER_MODULES;
+  if (!have_program("node")) {
+    why_ = "node (Debian nodejs)";
+  } else if (::access((modules + "/@20minutes/s3rver/package.json").c_str(), R_OK) != 0) {
+    why_ = "@20minutes/s3rver (npm ci into " + modules + " failed at build time)";
+  } else if (shell("/usr/bin/python3 -c 'import boto3' 2>/dev/null") != 0) {
+    why_ = "boto3 (Debian python3-boto3)";
+  } else {
+    child_ = Child({"node", SLUICE_S3_SERVER, modules, scratch}, true);
+    port_ = read_port(child_.stdout_fd());
+    if (port_ <= 0) why_ = "the S3 emulator did not start";
+  }
+}
+
+std::string S3Server::endpoint() const {
+  return fmt::format("http://127.0.0.1:{}", port_);
+}
+
+bool S3Server::put(const std::string& key, const std::string& file) const {
+  return shell(fmt::format("/usr/bin/python3 {} {} sluice-test {} {}", SLUICE_S3_PUT, endpoint(),
+                           shell_quote(key), shell_quote(file))) == 0;
 }
 
 std::string FaultServer::url(const std::string& fault) const {

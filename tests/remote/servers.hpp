@@ -58,6 +58,24 @@ class FaultServer {
   int port_ = 0;
 };
 
+/// The S3 emulator (s3_server.js over @20minutes/s3rver, from the build tree's npm ci) with the
+/// bucket sluice-test and the keys S3RVER/S3RVER; put() uploads with boto3 (s3_put.py). ok() is
+/// false (and why() says why) when node, the emulator or boto3 is missing.
+class S3Server {
+ public:
+  explicit S3Server(const std::string& scratch);
+  [[nodiscard]] bool ok() const noexcept { return port_ > 0; }
+  [[nodiscard]] const std::string& why() const noexcept { return why_; }
+  [[nodiscard]] std::string endpoint() const;
+  /// Uploads `file` as s3://sluice-test/KEY; false when the upload failed.
+  [[nodiscard]] bool put(const std::string& key, const std::string& file) const;
+
+ private:
+  Child child_;
+  int port_ = 0;
+  std::string why_;
+};
+
 /// Whether something accepts TCP connections on 127.0.0.1:port.
 [[nodiscard]] bool port_open(int port);
 /// A port of 127.0.0.1 that was free a moment ago.
