@@ -45,6 +45,11 @@ void init_curl_once() {
   std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
 }
 
+}  // namespace
+
+// In a named namespace: RemoteReader::State holds a pointer to one (internal all the same).
+namespace remote {
+
 // One part of a read: a byte range of the object and where it goes in the caller's buffer.
 struct Part {
   char* dst = nullptr;
@@ -63,6 +68,16 @@ struct Part {
   char errbuf[CURL_ERROR_SIZE] = {};
 };
 
+struct WriteContext {
+  RemoteReader::State* state;
+  Part* part;
+};
+
+}  // namespace remote
+
+namespace {
+using remote::Part;
+using remote::WriteContext;
 }  // namespace
 
 struct RemoteReader::State {
@@ -75,6 +90,7 @@ struct RemoteReader::State {
   std::string etag;          // pinned by the first response (empty: the server sent none)
   RemoteStats stats, delta;  // all of this reader's requests; those not yet published
   std::mt19937_64 rng{std::random_device{}()};
+  const Part* lead = nullptr;  // the part run() may start before the size is known
 
   ~State() {
     for (CURL* e : idle) curl_easy_cleanup(e);
@@ -91,6 +107,8 @@ struct RemoteReader::State {
   void finish(Part& p, CURLcode rc, std::vector<Part*>& waiting);
   void retry(Part& p, const std::string& cause, std::vector<Part*>& waiting);
   void run(std::vector<Part>& parts);
+  void launch(std::vector<Part*>& waiting, std::size_t& active,
+              std::vector<std::unique_ptr<WriteContext>>& contexts, Clock::time_point& next_try);
   void publish();
 };
 
@@ -109,11 +127,6 @@ std::size_t on_header(char* data, std::size_t size, std::size_t n, void* user) {
   }
   return size * n;
 }
-
-struct WriteContext {
-  RemoteReader::State* state;
-  Part* part;
-};
 
 std::size_t on_body(char* data, std::size_t size, std::size_t n, void* user) {
   auto* ctx = static_cast<WriteContext*>(user);
@@ -286,10 +299,37 @@ void RemoteReader::State::finish(Part& p, CURLcode rc, std::vector<Part*>& waiti
   fail(p, remote::errno_of_status(status), what);
 }
 
+// Starts the waiting parts whose backoff is over, up to in_flight transfers. Until a response
+// has said the object's size, only the first part may go (it learns the size and pins the ETag,
+// so the others carry If-Match); they start as soon as its headers are checked, and are cut at
+// the object's end (those wholly past it are done with no request).
+void RemoteReader::State::launch(std::vector<Part*>& waiting, std::size_t& active,
+                                 std::vector<std::unique_ptr<WriteContext>>& contexts,
+                                 Clock::time_point& next_try) {
+  const auto now = Clock::now();
+  for (std::size_t i = waiting.size(); i-- > 0 && active < opt.in_flight;) {
+    Part& p = *waiting[i];
+    if (!size && &p != lead) continue;
+    if (p.not_before > now) {
+      next_try = std::min(next_try, p.not_before);
+      continue;
+    }
+    waiting.erase(waiting.begin() + static_cast<std::ptrdiff_t>(i));
+    if (size) p.size = p.offset >= *size ? 0 : std::min(p.size, *size - p.offset);
+    if (p.size == p.got) continue;  // past the end: nothing to ask for
+    start(p);
+    contexts.push_back(std::make_unique<WriteContext>(WriteContext{this, &p}));
+    curl_easy_setopt(p.easy, CURLOPT_WRITEDATA, contexts.back().get());
+    curl_multi_add_handle(multi, p.easy);
+    ++active;
+  }
+}
+
 // Runs every part to completion: in_flight transfers at most, retries after their backoff.
 void RemoteReader::State::run(std::vector<Part>& parts) {
   std::vector<Part*> waiting;
   for (auto it = parts.rbegin(); it != parts.rend(); ++it) waiting.push_back(&*it);  // first last
+  lead = parts.empty() ? nullptr : &parts.front();
   std::vector<std::unique_ptr<WriteContext>> contexts;
   std::size_t active = 0;
   // On an error, transfers still running are taken out of the multi handle before the parts go.
@@ -309,21 +349,8 @@ void RemoteReader::State::run(std::vector<Part>& parts) {
     }
   } cleanup{*this, parts};
   while (active > 0 || !waiting.empty()) {
-    const auto now = Clock::now();
-    auto next_try = now + std::chrono::milliseconds(100);
-    for (std::size_t i = waiting.size(); i-- > 0 && active < opt.in_flight;) {
-      Part& p = *waiting[i];
-      if (p.not_before > now) {
-        next_try = std::min(next_try, p.not_before);
-        continue;
-      }
-      waiting.erase(waiting.begin() + static_cast<std::ptrdiff_t>(i));
-      start(p);
-      contexts.push_back(std::make_unique<WriteContext>(WriteContext{this, &p}));
-      curl_easy_setopt(p.easy, CURLOPT_WRITEDATA, contexts.back().get());
-      curl_multi_add_handle(multi, p.easy);
-      ++active;
-    }
+    auto next_try = Clock::now() + std::chrono::milliseconds(100);
+    launch(waiting, active, contexts, next_try);
     int running = 0;
     curl_multi_perform(multi, &running);
     int left = 0;
@@ -410,18 +437,12 @@ TransferResult RemoteReader::read(void* dst, std::uint64_t size, std::uint64_t o
   } publish{s};
   auto* out = static_cast<char*>(dst);
   std::uint64_t end = offset + size;
-  std::uint64_t from = offset;
-  if (size > 0 && !s.size) {  // one part alone first: it says the size and pins the ETag
-    std::vector<Part> first =
-        cut_parts(out, offset, std::min(end, offset + s.opt.part_size), offset, s.opt.part_size);
-    s.run(first);
-    from = offset + first[0].size;
-  }
   if (s.size) end = std::min(end, std::max(*s.size, offset));
-  std::vector<Part> parts = cut_parts(out, from, end, offset, s.opt.part_size);
+  std::vector<Part> parts = cut_parts(out, offset, end, offset, s.opt.part_size);
   s.run(parts);
+  if (s.size) end = std::min(end, std::max(*s.size, offset));
   TransferResult r;
-  r.bytes = std::max(end, from) - offset;
+  r.bytes = end - offset;
   r.path = Path::host;
   r.ios = s.delta.requests;
   r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();

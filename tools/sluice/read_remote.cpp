@@ -1,6 +1,6 @@
 // sluice read URL: an http:// or https:// object -> host memory -> OUT, through RemoteReader
-// (docs/remote.md). The range is read in pieces of in_flight x part_size, so a piece keeps every
-// request slot busy and memory stays bounded whatever the object's size.
+// (docs/remote.md). The range is read in pieces of in_flight x part_size (at most 1 GiB), so a
+// piece keeps every request slot busy and memory stays bounded whatever the object's size.
 #include "read_remote.hpp"
 
 #include <fcntl.h>
@@ -53,7 +53,8 @@ int run_remote_read(const RemoteRead& a) {
   if (!a.part_size.empty()) opt.part_size = to_size(a.part_size, "--part-size");
   if (a.in_flight > 0) opt.in_flight = a.in_flight;
   RemoteReader reader(a.url, opt);
-  const std::uint64_t piece = opt.part_size * opt.in_flight;
+  // At most 1 GiB a piece (a part when parts are larger): 128 parts of 1 GiB would not fit.
+  const std::uint64_t piece = std::max(opt.part_size, std::min<std::uint64_t>(opt.part_size * opt.in_flight, GiB));
   const std::uint64_t length = a.length ? *a.length : ~std::uint64_t{0} - a.offset;
   std::vector<char> buf(
       static_cast<std::size_t>(std::min(piece, std::max<std::uint64_t>(length, 1))));
