@@ -81,6 +81,8 @@ class SLUICE_API RemoteReader {
 
   /// The object's size once a response has said it (after the first read()).
   [[nodiscard]] std::optional<std::uint64_t> size() const noexcept;
+  /// The URL as given, its query string shown as "?..." (a presigned URL's signature is a
+  /// credential): the path of this reader's errors.
   [[nodiscard]] const std::string& url() const noexcept;
   /// "http://host:port": the key of remote_endpoint_stats().
   [[nodiscard]] const std::string& endpoint() const noexcept;

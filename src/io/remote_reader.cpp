@@ -415,7 +415,10 @@ RemoteReader::RemoteReader(std::string url, RemoteOptions options)
   options.validate();
   state_->target = remote::resolve_remote(url);
   init_curl_once();
-  state_->url = std::move(url);
+  // Errors, stats and summaries show the URL without its query: a presigned URL's signature is a
+  // credential. The requests use target.request_url, query and all.
+  state_->url = url.substr(0, url.find('?'));
+  if (state_->url.size() < url.size()) state_->url += "?...";
   state_->endpoint = state_->target.endpoint;
   state_->opt = options;
   state_->multi = curl_multi_init();

@@ -5,7 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <cerrno>
+#include <chrono>
 #include <random>
+#include <thread>
 
 #include "servers.hpp"
 #include "sluice/remote.hpp"
@@ -74,7 +76,8 @@ void expect_error(const std::string& url, int err, const std::string& text) {
   const auto e = test::error_of([&] { r.read(out.data(), out.size(), 0); });
   ASSERT_TRUE(e);
   EXPECT_EQ(e->errno_value(), err) << e->what();
-  EXPECT_EQ(e->path(), url);
+  EXPECT_EQ(e->path(),
+            url.substr(0, url.find('?')) + (url.find('?') == std::string::npos ? "" : "?..."));
   EXPECT_NE(std::string(e->what()).find(text), std::string::npos) << e->what();
   EXPECT_EQ(r.stats().requests, 1U);  // none of these is retried
 }
@@ -87,6 +90,23 @@ TEST_F(S3Test, WrongSecretIsSignatureDoesNotMatch) {
 TEST_F(S3Test, MissingKeyAndBucketAreErrors) {
   expect_error("s3://sluice-test/no/such/key", ENOENT, "HTTP 404 NoSuchKey");
   expect_error("s3://no-such-bucket/key", ENOENT, "HTTP 404 NoSuchBucket");
+}
+
+// A presigned URL is a plain https:// (here http://) URL: read unsigned, ranges and all; once
+// expired, S3's 403 is an error at once.
+TEST_F(S3Test, PresignedUrlsReadAndExpire) {
+  const std::string url = server_->presign(key, 600);
+  ASSERT_NE(url.find("X-Amz-Signature="), std::string::npos) << url;
+  RemoteReader r(url, options());
+  std::vector<std::byte> out(object_size);
+  EXPECT_EQ(r.read(out.data(), out.size(), 0).bytes, object_size);
+  EXPECT_TRUE(out == data_);
+  const std::string expiring = server_->presign(key, 1);
+  ASSERT_FALSE(expiring.empty());
+  std::this_thread::sleep_for(std::chrono::milliseconds(2100));
+  expect_error(expiring, EACCES, "HTTP 403 AccessDenied");
+  RemoteReader shown(expiring, options());
+  EXPECT_EQ(shown.url(), expiring.substr(0, expiring.find('?')) + "?...");  // no signature shown
 }
 
 TEST_F(S3Test, BadUrlsAreUsageErrors) {

@@ -193,4 +193,17 @@ int FaultServer::count(const std::string& fault) const {
   return got ? std::atoi(buf) : -1;
 }
 
+std::string S3Server::presign(const std::string& key, int seconds) const {
+  const std::string cmd = fmt::format("/usr/bin/python3 {} {} sluice-test {} --presign {}",
+                                      SLUICE_S3_PUT, endpoint(), shell_quote(key), seconds);
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (p == nullptr) return {};
+  std::string url;
+  char buf[512];
+  while (std::fgets(buf, sizeof buf, p) != nullptr) url += buf;
+  ::pclose(p);
+  while (!url.empty() && (url.back() == '\n' || url.back() == '\r')) url.pop_back();
+  return url;
+}
+
 }  // namespace sluice::test

@@ -69,6 +69,8 @@ class S3Server {
   [[nodiscard]] std::string endpoint() const;
   /// Uploads `file` as s3://sluice-test/KEY; false when the upload failed.
   [[nodiscard]] bool put(const std::string& key, const std::string& file) const;
+  /// A presigned GET URL of s3://sluice-test/KEY valid for `seconds` (boto3); empty on failure.
+  [[nodiscard]] std::string presign(const std::string& key, int seconds) const;
 
  private:
   Child child_;

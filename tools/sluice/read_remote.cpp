@@ -28,11 +28,11 @@ std::string remote_summary(const RemoteRead& a, const RemoteReader& reader, cons
   if (!a.json) {
     return fmt::format(
         "read {} from '{}' in {:.3f} s ({:.2f} GiB/s, {:.2f} CPU s)\npath: remote ({})",
-        format_size(r.bytes), a.url, r.seconds, gib_s, cpu, reader.reason());
+        format_size(r.bytes), reader.url(), r.seconds, gib_s, cpu, reader.reason());
   }
   const RemoteStats& st = reader.stats();
   nlohmann::json j = {{"op", "read"},
-                      {"file", a.url},
+                      {"file", reader.url()},
                       {"path", "remote"},
                       {"reason", reader.reason()},
                       {"bytes", r.bytes},
