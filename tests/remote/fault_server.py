@@ -6,6 +6,8 @@ count, so a test can check how many tries a fault cost.
 
   ok            plain ranged responses (206 + Content-Range, strong ETag, If-Match honoured)
   burst503      the first 3 requests get 503 SlowDown (S3's XML), then ok
+  retryafter    the first request gets 503 with Retry-After: 1, then ok
+  slow          the first request drips its body at about 40 KiB/s (slow, never stalled)
   reset         the first request sends half its body, then a TCP reset
   short         the first request sends half its body with its Content-Length, then closes
   shortlen      the first request says and sends half the range (Content-Length) with a 206
@@ -80,6 +82,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
             data, etag = bytes(b ^ 0xFF for b in DATA[:4096]) + DATA[4096:], '"v2"'
         if fault == "burst503" and n <= 3:
             return self.send_body(503, s3_error("SlowDown", "Please reduce your request rate."))
+        if fault == "retryafter" and n == 1:
+            return self.send_body(503, s3_error("SlowDown", "Please reduce your request rate."),
+                                  [("Retry-After", "1")])
         if fault == "always500":
             return self.send_body(500, s3_error("InternalError", "We encountered an internal error."))
         if fault == "denied":
@@ -110,6 +115,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.wfile.flush()
             time.sleep(30)
             self.close_connection = True
+            return
+        if fault == "slow" and n == 1:
+            for i in range(0, len(body), 2048):
+                self.wfile.write(body[i:i + 2048])
+                self.wfile.flush()
+                time.sleep(0.05)
             return
         if fault in ("reset", "short") and n == 1:
             self.wfile.write(body[:len(body) // 2])

@@ -164,6 +164,21 @@ TEST_F(RemoteFaultTest, BurstOf503IsRetriedToTheRightBytes) {
       << reader_->reason();
 }
 
+// The wait before the retry honours Retry-After (1 s), far above the test's 100 ms backoff cap.
+TEST_F(RemoteFaultTest, RetryAfterIsHonoured) {
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_TRUE(read_all("retryafter") == data_);
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(950));
+  EXPECT_EQ(reader_->stats().retries.at("503 SlowDown"), 1U);
+}
+
+// A slow body (about 40 KiB/s for 1.6 s, above the low-speed limit of 1 KiB/s over 1 s) is not a
+// stall: no retry.
+TEST_F(RemoteFaultTest, SlowServerIsNotAStall) {
+  EXPECT_TRUE(read_all("slow") == data_);
+  EXPECT_EQ(reader_->stats().retry_count(), 0U);
+}
+
 TEST_F(RemoteFaultTest, ResetMidBodyResumesFromTheLastGoodByte) {
   EXPECT_TRUE(read_all("reset") == data_);
   EXPECT_EQ(reader_->stats().retry_count(), 1U);
