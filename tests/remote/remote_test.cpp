@@ -75,6 +75,11 @@ TEST_F(RemoteTest, WholeObjectFromNginxEqualsTheFile) {
       << res.reason;
   EXPECT_EQ(r.stats().requests, 49U);
   EXPECT_EQ(r.stats().retry_count(), 0U);
+  EXPECT_EQ(r.stats().latency_us.count(), 49U);
+  EXPECT_GT(r.stats().latency_us.max(), 0U);
+  EXPECT_EQ(r.stats().bytes, object_size);
+  EXPECT_GE(r.stats().connections, 1U);
+  EXPECT_LE(r.stats().connections, 8U);  // at most one per request in flight
   EXPECT_GE(remote_endpoint_stats()[r.endpoint()].requests, 49U);
 }
 

@@ -87,6 +87,17 @@ TEST_F(S3Test, WrongSecretIsSignatureDoesNotMatch) {
   expect_error("s3://sluice-test/" + key, EACCES, "HTTP 403 SignatureDoesNotMatch");
 }
 
+// Without keys the GETs go unsigned (public buckets); the emulator, like S3 for a public object,
+// serves them (a wrong secret, above, shows that signed ones are checked).
+TEST_F(S3Test, NoKeysMeansUnsignedRequests) {
+  set_env("AWS_ACCESS_KEY_ID", "");
+  set_env("AWS_SECRET_ACCESS_KEY", "");
+  RemoteReader r("s3://sluice-test/" + key, options());
+  std::vector<std::byte> out(object_size);
+  EXPECT_EQ(r.read(out.data(), out.size(), 0).bytes, object_size);
+  EXPECT_TRUE(out == data_);
+}
+
 TEST_F(S3Test, MissingKeyAndBucketAreErrors) {
   expect_error("s3://sluice-test/no/such/key", ENOENT, "HTTP 404 NoSuchKey");
   expect_error("s3://no-such-bucket/key", ENOENT, "HTTP 404 NoSuchBucket");
