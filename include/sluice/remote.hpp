@@ -52,6 +52,8 @@ struct RemoteStats {
   std::uint64_t bytes = 0;        ///< body bytes accepted into the destination
   std::uint64_t connections = 0;  ///< new connections libcurl opened (the rest were reused)
   std::map<std::string, std::uint64_t> retries;  ///< retries by cause ("503 SlowDown", "reset")
+  /// The fewest requests in flight that throttling (429, 503) left (0: never throttled).
+  unsigned lowest_in_flight = 0;
   LatencyHistogram latency_us;  ///< per request, from sent to last byte, microseconds
 
   [[nodiscard]] SLUICE_API std::uint64_t retry_count() const noexcept;

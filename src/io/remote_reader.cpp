@@ -92,6 +92,9 @@ struct RemoteReader::State {
   RemoteStats stats, delta;  // all of this reader's requests; those not yet published
   std::mt19937_64 rng{std::random_device{}()};
   const Part* lead = nullptr;  // the part run() may start before the size is known
+  // Requests in flight now: halved by a throttling answer (429, 503), one more per part done, up
+  // to opt.in_flight (AIMD, so a throttled server sees fewer requests until it recovers).
+  unsigned window = 0;
 
   ~State() {
     for (CURL* e : idle) curl_easy_cleanup(e);
@@ -254,6 +257,12 @@ void RemoteReader::State::retry(Part& p, const std::string& cause, std::vector<P
                      p.attempts, cause, p.got, p.size));
   }
   ++delta.retries[cause];
+  if (cause.starts_with("429") || cause.starts_with("503") || cause == "HTTP 429" ||
+      cause == "HTTP 503") {
+    window = std::max(1U, window / 2);
+    delta.lowest_in_flight =
+        delta.lowest_in_flight == 0 ? window : std::min(delta.lowest_in_flight, window);
+  }
   const std::uint64_t ceiling =
       std::min<std::uint64_t>(opt.backoff_cap_ms, static_cast<std::uint64_t>(opt.backoff_base_ms)
                                                       << std::min(p.attempts - 1, 20U));
@@ -286,7 +295,10 @@ void RemoteReader::State::finish(Part& p, CURLcode rc, std::vector<Part*>& waiti
     return retry(p, *cause, waiting);
   }
   if (status == 206) {
-    if (p.got == p.size) return;
+    if (p.got == p.size) {
+      window = std::min(opt.in_flight, window + 1);
+      return;
+    }
     return retry(p, "short body", waiting);
   }
   const remote::S3Error s3 = remote::parse_s3_error(p.body);
@@ -317,7 +329,7 @@ void RemoteReader::State::launch(std::vector<Part*>& waiting, std::size_t& activ
                                  std::vector<std::unique_ptr<WriteContext>>& contexts,
                                  Clock::time_point& next_try) {
   const auto now = Clock::now();
-  for (std::size_t i = waiting.size(); i-- > 0 && active < opt.in_flight;) {
+  for (std::size_t i = waiting.size(); i-- > 0 && active < window;) {
     Part& p = *waiting[i];
     if (!size && &p != lead) continue;
     if (p.not_before > now) {
@@ -415,6 +427,8 @@ std::string describe(const RemoteStats& d, std::uint64_t part_size, unsigned in_
            ? std::string(" over warm connections")
            : fmt::format(" over {} new connection{}", d.connections, d.connections == 1 ? "" : "s");
   for (const auto& [cause, n] : d.retries) s += fmt::format(", {} retried after {}", n, cause);
+  if (d.lowest_in_flight > 0)
+    s += fmt::format(", in flight cut to {} while throttled", d.lowest_in_flight);
   return s;
 }
 
@@ -431,6 +445,7 @@ RemoteReader::RemoteReader(std::string url, RemoteOptions options)
   if (state_->url.size() < url.size()) state_->url += "?...";
   state_->endpoint = state_->target.endpoint;
   state_->opt = options;
+  state_->window = options.in_flight;
   state_->multi = curl_multi_init();
   if (state_->multi == nullptr)
     throw_os_error(ENOMEM, {.op = "open", .path = state_->url}, "curl_multi_init");

@@ -1,5 +1,6 @@
 // The remote reader's settings (defaults, environment, checks) and its statistics, per reader
 // and per endpoint for the whole process (sluice/remote.hpp).
+#include <algorithm>
 #include <cstdlib>
 #include <mutex>
 
@@ -69,6 +70,10 @@ void RemoteStats::merge(const RemoteStats& other) {
   bytes += other.bytes;
   connections += other.connections;
   for (const auto& [cause, count] : other.retries) retries[cause] += count;
+  if (other.lowest_in_flight > 0) {
+    lowest_in_flight = lowest_in_flight == 0 ? other.lowest_in_flight
+                                             : std::min(lowest_in_flight, other.lowest_in_flight);
+  }
   latency_us.merge(other.latency_us);
 }
 

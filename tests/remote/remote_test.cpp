@@ -75,6 +75,7 @@ TEST_F(RemoteTest, WholeObjectFromNginxEqualsTheFile) {
       << res.reason;
   EXPECT_EQ(r.stats().requests, 49U);
   EXPECT_EQ(r.stats().retry_count(), 0U);
+  EXPECT_EQ(r.stats().lowest_in_flight, 0U);
   EXPECT_EQ(r.stats().latency_us.count(), 49U);
   EXPECT_GT(r.stats().latency_us.max(), 0U);
   EXPECT_EQ(r.stats().bytes, object_size);
@@ -166,6 +167,10 @@ TEST_F(RemoteFaultTest, BurstOf503IsRetriedToTheRightBytes) {
   EXPECT_TRUE(read_all("burst503") == data_);
   EXPECT_EQ(reader_->stats().retries.at("503 SlowDown"), 3U);
   EXPECT_NE(reader_->reason().find("3 retried after 503 SlowDown"), std::string::npos)
+      << reader_->reason();  // The three 503s hit the first part (alone until the size is known): 8
+                             // -> 4 -> 2 -> 1.
+  EXPECT_EQ(reader_->stats().lowest_in_flight, 1U);
+  EXPECT_NE(reader_->reason().find("in flight cut to 1 while throttled"), std::string::npos)
       << reader_->reason();
 }
 
