@@ -13,10 +13,11 @@ PREFIX ?= /usr/local
 # what the tests, the other compilers' builds, the Python package and the benchmarks add.
 DEB_CORE := build-essential cmake pkg-config g++ \
   liburing-dev libfmt-dev libcli11-dev nlohmann-json3-dev libhwloc-dev libxxhash-dev \
-  libgtest-dev libgmock-dev libbenchmark-dev e2fsprogs util-linux python3 openmpi-bin libopenmpi-dev
+  libgtest-dev libgmock-dev libbenchmark-dev e2fsprogs util-linux python3 openmpi-bin libopenmpi-dev \
+  libcurl4-openssl-dev
 DEB_MORE := clang clang-format clang-tidy libclang-rt-14-dev fio chromium python3-numpy \
   python3-dev pybind11-dev libdlpack-dev python3-pytest python3-torch python3-venv python3-pip \
-  python3-setuptools
+  python3-setuptools nginx-light python3-boto3
 DEB_PACKAGES := $(DEB_CORE) $(DEB_MORE)
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)

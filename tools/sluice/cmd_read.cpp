@@ -41,8 +41,10 @@
 
 #include "cli_util.hpp"
 #include "commands.hpp"
+#include "read_remote.hpp"
 #include "sluice/error.hpp"
 #include "sluice/file.hpp"
+#include "sluice/remote.hpp"
 #include "sluice/residency.hpp"
 #include "sluice/units.hpp"
 
@@ -58,6 +60,8 @@ struct ReadArgs {
   std::string device;
   std::string piece = "auto";
   std::string cache_policy;
+  std::string part_size;
+  unsigned in_flight = 0;
   bool json = false;
 };
 
@@ -162,7 +166,19 @@ TransferResult stream_pieces(const File& file, const TransferTarget& target, std
   return total;
 }
 
+// A URL goes to the remote reader (host memory only so far: docs/remote.md).
+int run_url_read(const ReadArgs& a) {
+  if (!a.device.empty() || (a.path != "auto" && a.path != "host")) {
+    throw UsageError("a URL is read into host memory only so far (no --device or --path)");
+  }
+  RemoteRead r{.url = a.file, .offset = to_size(a.offset, "--offset"), .length = {}, .out = a.out,
+               .part_size = a.part_size, .in_flight = a.in_flight, .json = a.json};
+  if (!a.length.empty()) r.length = to_size(a.length, "--length");
+  return run_remote_read(r);
+}
+
 int run_read(const ReadArgs& a) {
+  if (is_remote_url(a.file)) return run_url_read(a);
   const std::uint64_t offset = to_size(a.offset, "--offset");
   apply_cache_policy(a.cache_policy);
   const TransferTarget target = TransferTarget::from_args(a.device, a.path);
@@ -198,7 +214,7 @@ int run_read(const ReadArgs& a) {
 Runner add_read_command(CLI::App& app) {
   auto args = std::make_shared<ReadArgs>();
   auto* cmd = app.add_subcommand("read", "Read a byte range of FILE through sluice and write it to OUT");
-  cmd->add_option("FILE", args->file, "file or block device to read")->required();
+  cmd->add_option("FILE", args->file, "file, block device or http(s):// URL to read")->required();
   cmd->add_option("--offset,-o", args->offset, "first byte to read (size units allowed)")
       ->check(size_validator());
   cmd->add_option("--length,-n", args->length, "bytes to read (default: to the end of the file)")
@@ -213,6 +229,12 @@ Runner add_read_command(CLI::App& app) {
                   "go four in flight, larger ones two")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto"}) | size_validator());
+  cmd->add_option("--part-size", args->part_size,
+                  "URLs: bytes per ranged GET (default 8M, or SLUICE_REMOTE_PART_SIZE)")
+      ->check(size_validator());
+  cmd->add_option("--in-flight", args->in_flight,
+                  "URLs: ranged GETs in flight at most (default 16, or SLUICE_REMOTE_IN_FLIGHT)")
+      ->check(CLI::Range(1, 128));
   cmd->add_flag("--json", args->json, "print one JSON line: path, reason, bytes, seconds");
   return [args] { return run_read(*args); };
 }

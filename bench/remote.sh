@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Remote reads (docs/remote.md) against one curl stream, over loopback from nginx: the first cut
+# of issue 35's benchmark (the other peers, aws s3 cp, rclone, boto3 and the CRT client, are not
+# here yet).
+#
+#   bench/remote.sh [BUILD_DIR] [ROUNDS] [SIZE_MIB] [LIMIT_RATE]
+#        defaults: build/release, 5 rounds, 512 MiB, no limit; e.g. LIMIT_RATE=20m caps each
+#        connection (nginx limit_rate), the way S3 caps each of its connections
+#
+# The object sits in /dev/shm (so the server side is never disk-bound), nginx serves it with
+# sendfile on a free port of 127.0.0.1 (master_process off, everything in a temp folder, stopped
+# at the end). Per round, in an order that alternates (A B, then B A): curl -o /dev/null, and
+# sluice read URL --out /dev/null (defaults: 8 MiB parts, 16 in flight). Printed: median wall
+# seconds, GiB/s and CPU seconds (user + system of the process) per GiB, and sluice/curl ratios.
+set -euo pipefail
+build=${1:-build/release}
+rounds=${2:-5}
+size_mib=${3:-512}
+limit=${4:-}
+sluice=$build/bin/sluice
+[[ -x $sluice ]] || { echo "no $sluice: build the sluice_cli target first" >&2; exit 2; }
+command -v nginx >/dev/null || [[ -x /usr/sbin/nginx ]] || { echo "needs nginx (nginx-light)" >&2; exit 2; }
+
+work=$(mktemp -d /dev/shm/sluice-remote-bench.XXXXXX)
+trap '[[ -f $work/nginx.pid ]] && kill "$(cat "$work/nginx.pid")" 2>/dev/null; rm -rf "$work"' EXIT
+mkdir -p "$work/www"
+head -c "$((size_mib << 20))" /dev/urandom >"$work/www/obj.bin"
+port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+cat >"$work/nginx.conf" <<EOF
+daemon on;
+master_process off;
+pid $work/nginx.pid;
+error_log $work/error.log;
+events { worker_connections 1024; }
+http {
+  access_log off;
+  client_body_temp_path $work; proxy_temp_path $work; fastcgi_temp_path $work;
+  uwsgi_temp_path $work; scgi_temp_path $work;
+  sendfile on;
+  server { listen 127.0.0.1:$port; root $work/www; ${limit:+limit_rate $limit;} }
+}
+EOF
+nginx -c "$work/nginx.conf" -p "$work" -e "$work/error.log"
+url=http://127.0.0.1:$port/obj.bin
+for _ in $(seq 50); do curl -s -o /dev/null -r 0-0 "$url" && break; sleep 0.1; done
+
+/usr/bin/python3 - "$rounds" "$size_mib" "$url" "$sluice" "${limit:-none}" <<'EOF'
+import os, statistics, subprocess, sys, time
+rounds, size_mib, url, sluice, limit = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
+cmds = {"curl": ["curl", "-s", "-o", "/dev/null", url],
+        "sluice": [sluice, "read", url, "--out", "/dev/null"]}
+res = {k: [] for k in cmds}
+for r in range(rounds):
+    for name in (list(cmds) if r % 2 == 0 else list(reversed(cmds))):
+        t0 = time.monotonic()
+        p = subprocess.Popen(cmds[name], stdout=subprocess.DEVNULL)
+        _, status, ru = os.wait4(p.pid, 0)
+        wall = time.monotonic() - t0
+        assert status == 0, (name, status)
+        res[name].append((wall, ru.ru_utime + ru.ru_stime))
+gib = size_mib / 1024
+print(f"object {size_mib} MiB over loopback from nginx, limit_rate per connection: {limit}, {rounds} interleaved rounds (medians)")
+print(f"{'tool':8} {'wall s':>8} {'GiB/s':>8} {'CPU s/GiB':>10}")
+med = {}
+for name, v in res.items():
+    w = statistics.median(x[0] for x in v); c = statistics.median(x[1] for x in v)
+    med[name] = (w, c)
+    print(f"{name:8} {w:8.3f} {gib / w:8.2f} {c / gib:10.3f}")
+print(f"sluice/curl throughput {med['curl'][0] / med['sluice'][0]:.2f}x, CPU per GiB {med['sluice'][1] / max(med['curl'][1], 1e-9):.2f}x")
+EOF

@@ -1,0 +1,102 @@
+// Resolving remote URLs to requests (remote_target.hpp).
+#include "io/remote_target.hpp"
+
+#include <arpa/inet.h>
+
+#include <cstdlib>
+
+#include <fmt/format.h>
+
+#include "io/remote_response.hpp"
+#include "sluice/error.hpp"
+
+namespace sluice::remote {
+namespace {
+
+std::string env(const char* name) {
+  const char* v = std::getenv(name);
+  return v == nullptr ? std::string() : std::string(v);
+}
+
+// The host of "scheme://host[:port][/...]", without brackets or port.
+std::string host_of(std::string_view endpoint) {
+  std::string_view h = endpoint.substr(endpoint.find("://") + 3);
+  h = h.substr(0, h.find('/'));
+  if (h.starts_with('[')) return std::string(h.substr(1, h.find(']') - 1));
+  return std::string(h.substr(0, h.rfind(':') == std::string_view::npos ? h.size() : h.rfind(':')));
+}
+
+bool is_ip_or_localhost(const std::string& host) {
+  unsigned char buf[16];
+  return host == "localhost" || inet_pton(AF_INET, host.c_str(), buf) == 1 ||
+         inet_pton(AF_INET6, host.c_str(), buf) == 1;
+}
+
+RemoteTarget resolve_s3(const std::string& url) {
+  const std::string_view rest = std::string_view(url).substr(5);
+  const auto slash = rest.find('/');
+  const std::string bucket(rest.substr(0, slash));
+  const std::string key(slash == std::string_view::npos ? "" : rest.substr(slash + 1));
+  if (bucket.empty() || key.empty())
+    throw_usage_error({.op = "open", .path = url}, "an S3 URL is s3://BUCKET/KEY");
+  std::string region = env("AWS_REGION");
+  if (region.empty()) region = env("AWS_DEFAULT_REGION");
+  if (region.empty()) region = "us-east-1";
+  std::string endpoint = env("AWS_ENDPOINT_URL_S3");
+  if (endpoint.empty()) endpoint = env("AWS_ENDPOINT_URL");
+  const bool custom = !endpoint.empty();
+  if (!custom) endpoint = fmt::format("https://s3.{}.amazonaws.com", region);
+  while (endpoint.ends_with('/')) endpoint.pop_back();
+  if (!endpoint.starts_with("http://") && !endpoint.starts_with("https://")) {
+    throw_usage_error({.op = "open", .path = url},
+                      fmt::format("endpoint '{}' is not an http(s):// URL", endpoint));
+  }
+  RemoteTarget t;
+  t.ca_bundle = env("AWS_CA_BUNDLE");
+  const bool path_style =
+      is_ip_or_localhost(host_of(endpoint)) || bucket.find('.') != std::string::npos;
+  t.addressing = path_style ? "path-style" : "virtual-hosted";
+  if (path_style) {
+    t.request_url = fmt::format("{}/{}/{}", endpoint, bucket, encode_key(key));
+  } else {
+    const auto scheme_end = endpoint.find("://") + 3;
+    t.request_url = fmt::format("{}{}.{}/{}", endpoint.substr(0, scheme_end), bucket,
+                                endpoint.substr(scheme_end), encode_key(key));
+  }
+  SigV4 s{region, env("AWS_ACCESS_KEY_ID"), env("AWS_SECRET_ACCESS_KEY"), env("AWS_SESSION_TOKEN")};
+  if (!s.key_id.empty() && !s.secret.empty()) {
+    t.sign = std::move(s);
+    t.credentials = "environment (AWS_ACCESS_KEY_ID)";
+  } else {
+    t.credentials = "none: unsigned requests";
+  }
+  return t;
+}
+
+}  // namespace
+
+std::string encode_key(std::string_view key) {
+  std::string out;
+  for (const char c : key) {
+    const auto u = static_cast<unsigned char>(c);
+    const bool plain = (u >= 'A' && u <= 'Z') || (u >= 'a' && u <= 'z') || (u >= '0' && u <= '9') ||
+                       c == '-' || c == '.' || c == '_' || c == '~' || c == '/';
+    out += plain ? std::string(1, c) : fmt::format("%{:02X}", u);
+  }
+  return out;
+}
+
+RemoteTarget resolve_remote(const std::string& url) {
+  RemoteTarget t;
+  if (url.starts_with("s3://")) {
+    t = resolve_s3(url);
+  } else if (url.starts_with("http://") || url.starts_with("https://")) {
+    t.request_url = url;
+  } else {
+    throw_usage_error({.op = "open", .path = url}, "not an http://, https:// or s3:// URL");
+  }
+  t.endpoint = endpoint_of(t.request_url);
+  return t;
+}
+
+}  // namespace sluice::remote
