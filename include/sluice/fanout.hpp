@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -73,6 +74,12 @@ struct FanoutInput {
   /// Largest read and move: larger ranges are cut into chunks of at most this many bytes, so
   /// that reading chunk k+1 can overlap moving chunk k, and staging stays bounded.
   std::uint64_t exchange_budget = 64 * MiB;
+  /// With scope node: plan only this node's reads and moves (the same as those of the whole
+  /// plan), at the cost of the node's ranks rather than the job's. A rank needs only its own
+  /// node's part, and planning all 1,250 nodes of a 10,000-rank job takes seconds (docs/scale.md).
+  /// unique_bytes and read_bytes then count this node only; other ranks' bytes are 0.
+  /// A usage Error with scope job or a node not below `nodes`.
+  std::optional<unsigned> only_node{};
 };
 
 /// One read from storage: `size` bytes at `offset` of item `item` (file offset

@@ -1,8 +1,8 @@
 // The fan-out planner: one reader per needed byte range and scope group, and the moves after.
 //
-// Steps: (1) each item's needs, over all ranks, are cut at every range boundary into segments
-// that one fixed set of ranks needs; (2) per scope group (a node, or the whole job) the segments
-// some rank of the group needs are cut into chunks of at most exchange_budget; (3) the chunks go
+// Steps, per scope group (a node, or the whole job): (1) each item's needs, over the group's
+// ranks, are cut at every range boundary into segments that one fixed set of ranks needs; (2)
+// the segments are cut into chunks of at most exchange_budget; (3) the chunks go
 // to readers by a greedy rule on a fixed order (largest first), so every rank that runs this
 // computes the same plan with no communication. Nothing here depends on the order of the ranks
 // in the input: ranks are indexed by id, and every tie is broken by ids and offsets.
@@ -48,6 +48,10 @@ std::vector<const FanoutRank*> fanout_check(const FanoutInput& in) {
   if (in.ranks.empty()) throw_usage_error(kFanoutCtx, "no ranks");
   if (in.exchange_budget == 0)
     throw_usage_error(kFanoutCtx, "exchange_budget must be larger than 0");
+  if (in.only_node && (in.scope != FanoutScope::node || *in.only_node >= in.nodes)) {
+    throw_usage_error(kFanoutCtx, fmt::format("only_node {} needs scope node and a node below {}",
+                                              *in.only_node, in.nodes));
+  }
   std::vector<const FanoutRank*> by_id(in.ranks.size(), nullptr);
   for (const FanoutRank& r : in.ranks) {
     if (r.rank >= in.ranks.size()) {
@@ -82,11 +86,14 @@ std::vector<const FanoutRank*> fanout_check(const FanoutInput& in) {
   return by_id;
 }
 
-/// Per item, every (rank, range) wanted, in rank-id order (so independent of the input order).
+/// Per item, every (rank, range) wanted by the ranks of `node` (all ranks when unset), in rank-id
+/// order (so independent of the input order).
 std::vector<std::vector<std::pair<unsigned, ByteRange>>> fanout_wants(
-    const FanoutInput& in, const std::vector<const FanoutRank*>& by_id) {
+    const FanoutInput& in, const std::vector<const FanoutRank*>& by_id,
+    std::optional<unsigned> node) {
   std::vector<std::vector<std::pair<unsigned, ByteRange>>> wants(in.items.size());
   for (const FanoutRank* r : by_id) {
+    if (node && r->node != *node) continue;
     if (r->everything) {
       for (std::size_t i = 0; i < in.items.size(); ++i) {
         if (in.items[i].bytes > 0) wants[i].emplace_back(r->rank, ByteRange{0, in.items[i].bytes});
@@ -126,30 +133,32 @@ void fanout_segments_of(std::size_t item, const std::vector<std::pair<unsigned, 
   }
 }
 
-/// The chunks each group must read: a segment's needers restricted to the group, cut at
-/// exchange_budget from the segment's start.
-std::vector<FanoutUnit> fanout_units(const FanoutInput& in,
-                                     const std::vector<const FanoutRank*>& by_id,
-                                     const std::vector<FanoutSegment>& segments) {
-  std::vector<FanoutUnit> units;
-  const unsigned groups = in.scope == FanoutScope::node ? in.nodes : 1;
+/// Cuts the segments of group `group` (their needers are all in it) at exchange_budget from each
+/// segment's start. Segments are made per group, so one node's chunks never depend on what
+/// ranks of other nodes need.
+void fanout_units(const FanoutInput& in, unsigned group, const std::vector<FanoutSegment>& segments,
+                  std::vector<FanoutUnit>& units) {
   for (const FanoutSegment& s : segments) {
-    std::vector<std::vector<unsigned>> needers(groups);
-    for (unsigned r : s.needers)
-      needers[in.scope == FanoutScope::node ? by_id[r]->node : 0].push_back(r);
-    for (unsigned g = 0; g < groups; ++g) {
-      if (needers[g].empty()) continue;
-      for (std::uint64_t o = 0; o < s.size; o += in.exchange_budget) {
-        units.push_back(FanoutUnit{.item = s.item,
-                                   .offset = s.offset + o,
-                                   .size = std::min(in.exchange_budget, s.size - o),
-                                   .group = g,
-                                   .needers = needers[g],
-                                   .reader = 0});
-      }
+    for (std::uint64_t o = 0; o < s.size; o += in.exchange_budget) {
+      units.push_back(FanoutUnit{.item = s.item,
+                                 .offset = s.offset + o,
+                                 .size = std::min(in.exchange_budget, s.size - o),
+                                 .group = group,
+                                 .needers = s.needers,
+                                 .reader = 0});
     }
   }
-  return units;
+}
+
+/// The segments of the needs of the ranks of `node` (all ranks when unset), and their bytes.
+std::uint64_t fanout_segments(const FanoutInput& in, const std::vector<const FanoutRank*>& by_id,
+                              std::optional<unsigned> node, std::vector<FanoutSegment>& out) {
+  const auto wants = fanout_wants(in, by_id, node);
+  out.clear();
+  for (std::size_t i = 0; i < wants.size(); ++i) fanout_segments_of(i, wants[i], out);
+  std::uint64_t bytes = 0;
+  for (const FanoutSegment& s : out) bytes += s.size;
+  return bytes;
 }
 
 /// Greedy assignment inside one group (members ascending, units of this group only).
@@ -244,14 +253,20 @@ std::vector<FanoutItem> fanout_items(const Checkpoint& checkpoint) {
 
 FanoutPlan plan_fanout(const FanoutInput& in) {
   const std::vector<const FanoutRank*> by_id = fanout_check(in);
-  const auto wants = fanout_wants(in, by_id);
+  const bool per_node = in.scope == FanoutScope::node;
+  const unsigned groups = per_node ? in.nodes : 1;
   std::vector<FanoutSegment> segments;
+  std::vector<FanoutUnit> units;
   std::uint64_t unique = 0;
-  for (std::size_t i = 0; i < wants.size(); ++i) fanout_segments_of(i, wants[i], segments);
-  for (const FanoutSegment& s : segments) unique += s.size;
-  std::vector<FanoutUnit> units = fanout_units(in, by_id, segments);
+  for (unsigned g = 0; g < groups; ++g) {
+    if (in.only_node && g != *in.only_node) continue;
+    unique =
+        fanout_segments(in, by_id, per_node ? std::optional<unsigned>(g) : std::nullopt, segments);
+    fanout_units(in, g, segments, units);
+  }
+  // Bytes needed anywhere, each once: per node plans saw one node's needs at a time.
+  if (per_node && !in.only_node) unique = fanout_segments(in, by_id, std::nullopt, segments);
 
-  const unsigned groups = in.scope == FanoutScope::node ? in.nodes : 1;
   std::vector<std::vector<unsigned>> members(groups);
   for (const FanoutRank* r : by_id)
     members[in.scope == FanoutScope::node ? r->node : 0].push_back(r->rank);

@@ -231,6 +231,55 @@ TEST(Fanout, ReplicasReadOncePerNodeOrOncePerJob) {
   }
 }
 
+// One node's plan alone is the whole plan's reads and moves of that node.
+TEST(Fanout, OneNodesPlanIsItsPartOfTheWholePlan) {
+  FanoutInput in = tensor_parallel(9, 3, FanoutScope::node);
+  in.ranks[4].everything = true;
+  in.ranks[4].needs.clear();
+  in.exchange_budget = 50;
+  const FanoutPlan whole = plan_fanout(in);
+  std::uint64_t summed = 0;
+  for (unsigned g = 0; g < in.nodes; ++g) {
+    FanoutInput one = in;
+    one.only_node = g;
+    const FanoutPlan part = plan_fanout(one);
+    std::vector<std::string> want, got;
+    for (const FanoutMove& m : whole.moves) {
+      const FanoutRead& r = whole.reads[m.read];
+      if (r.group == g)
+        want.push_back(
+            fmt::format("{} {} {} {}", r.item, r.offset, r.reader, fmt::join(m.receivers, ",")));
+    }
+    for (const FanoutMove& m : part.moves) {
+      const FanoutRead& r = part.reads[m.read];
+      got.push_back(
+          fmt::format("{} {} {} {}", r.item, r.offset, r.reader, fmt::join(m.receivers, ",")));
+    }
+    EXPECT_EQ(got, want) << "node " << g;
+    std::uint64_t reads = 0;
+    for (const FanoutRead& r : part.reads) {
+      EXPECT_EQ(r.group, g);
+      reads += r.size;
+    }
+    for (const FanoutRank& r : in.ranks) {
+      const std::uint64_t want_read = r.node == g ? whole.ranks[r.rank].read : 0;
+      EXPECT_EQ(part.ranks[r.rank].read, want_read) << r.rank;
+      if (r.node != g) {
+        EXPECT_EQ(part.ranks[r.rank].received, 0u) << r.rank;
+      }
+    }
+    EXPECT_EQ(part.read_bytes, reads);
+    summed += reads;
+  }
+  EXPECT_EQ(summed, whole.read_bytes);
+  FanoutInput bad = in;
+  bad.only_node = 3;
+  EXPECT_THROW((void)plan_fanout(bad), Error);
+  bad = replicas({10}, 2, 1, FanoutScope::job);
+  bad.only_node = 0;
+  EXPECT_THROW((void)plan_fanout(bad), Error);
+}
+
 TEST(Fanout, OneReceiverIsPointToPoint) {
   const FanoutInput in = replicas({500}, 2, 2, FanoutScope::node);
   const FanoutPlan p = plan_fanout(in);
