@@ -24,6 +24,16 @@ from . import _sluice
 EXCHANGE_BUDGET = 64 * 1024 * 1024
 """Default largest read and move, in bytes: larger ranges are cut into chunks of this size."""
 
+_last_report = None
+
+
+def last_report():
+    """What this process's last ``load`` did, or None: ``{"read_bytes"`` (from storage, as the
+    reads reported them), ``"sent_bytes"`` (once per receiver), ``"received_bytes"``,
+    ``"reads"``, ``"plan_amplification"`` (of the plan this rank computed: its node's with scope
+    node, the job's with scope job)``}``."""
+    return None if _last_report is None else dict(_last_report)
+
 
 def plan_fanout(items, ranks, *, nodes=1, scope="node", exchange_budget=EXCHANGE_BUDGET, only_node=None) -> dict:
     """The fan-out plan. ``items``: ``(name, file_index, offset, bytes)`` per tensor; ``ranks``:
@@ -135,7 +145,9 @@ def load(paths, device="cpu", group=None, *, parts=None, scope="node", exchange_
             packed.append((o, s, at))
             at += s
         where[i] = packed
-    _run(plan, table, buffers, where, rank, group, dist, torch, device)
+    global _last_report
+    _last_report = _run(plan, table, buffers, where, rank, group, dist, torch, device)
+    _last_report["plan_amplification"] = plan["amplification"]
     out = {}
     for i, buf in buffers.items():
         name, dtype, fortran = table[i][0], table[i][5], table[i][7]
@@ -157,6 +169,7 @@ def _run(plan, table, buffers, where, rank, group, dist, torch, device):
     """The reads and moves, in plan order (the same on every rank, so the moves cannot deadlock)."""
     moves = {m[0]: m for m in plan["moves"]}
     files = {}
+    report = {"read_bytes": 0, "sent_bytes": 0, "received_bytes": 0, "reads": 0}
     world = dist.get_world_size(group)
     try:
         for k, (item, _file, offset, file_offset, size, reader, _group) in enumerate(plan["reads"]):
@@ -171,10 +184,15 @@ def _run(plan, table, buffers, where, rank, group, dist, torch, device):
                 path = table[item][1]
                 if path not in files:
                     files[path] = _sluice.File(path)
-                files[path].read(buf, file_offset, size)
+                report["read_bytes"] += files[path].read(buf, file_offset, size).bytes
+                report["reads"] += 1
             if move is None:
                 continue
             _, kind, source, receivers = move
+            if rank == source:
+                report["sent_bytes"] += size * len(receivers)
+            else:
+                report["received_bytes"] += size
             if kind == "broadcast" and len(receivers) + 1 == world:
                 dist.broadcast(buf, src=_global(dist, group, source), group=group)
             elif rank == source:
@@ -185,3 +203,4 @@ def _run(plan, table, buffers, where, rank, group, dist, torch, device):
     finally:
         for f in files.values():
             f.close()
+    return report

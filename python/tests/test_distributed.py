@@ -59,6 +59,18 @@ def _worker(rank, world, store_path, ckpt, scope, use_parts):
             assert t.dtype == expected.dtype, name
             assert tuple(t.shape) == tuple(expected.shape), (name, t.shape, expected.shape)
             assert torch.equal(t, expected.contiguous()), name
+        # Bytes read from storage, as the library's reads reported them, summed over the ranks:
+        # every byte once (one machine is one node, so scope node reads once too; the parts of
+        # _parts cover every tensor, so the union of the needs is the whole checkpoint).
+        report = distributed.last_report()
+        totals = torch.tensor([report["read_bytes"], report["sent_bytes"], report["received_bytes"]])
+        dist.all_reduce(totals)
+        unique = sum(t.numel() * t.element_size() for t in want.values())
+        assert totals[0] == unique, (totals, unique)
+        assert totals[1] == totals[2]  # every byte sent is received once
+        if not use_parts:  # each rank needs every byte: its own reads plus what it received
+            assert report["read_bytes"] + report["received_bytes"] == unique
+            assert report["plan_amplification"] == 1.0
         dist.barrier()
     finally:
         dist.destroy_process_group()
