@@ -35,7 +35,8 @@ def last_report():
     return None if _last_report is None else dict(_last_report)
 
 
-def plan_fanout(items, ranks, *, nodes=1, scope="node", exchange_budget=EXCHANGE_BUDGET, only_node=None) -> dict:
+def plan_fanout(items, ranks, *, nodes=1, scope="node", exchange_budget=EXCHANGE_BUDGET,
+                only_node=None) -> dict:
     """The fan-out plan. ``items``: ``(name, file_index, offset, bytes)`` per tensor; ``ranks``:
     ``(rank, node, needs)`` per rank, ``needs`` None for every item or ``{item index: [(offset,
     size), ...]}`` (byte ranges within the item). Returns ``{"reads": [(item, file_index, offset,
@@ -126,7 +127,8 @@ def load(paths, device="cpu", group=None, *, parts=None, scope="node", exchange_
     from .torch import dtype_of
 
     rank, world = dist.get_rank(group), dist.get_world_size(group)
-    paths = [str(p) for p in ([paths] if isinstance(paths, (str, bytes)) or hasattr(paths, "__fspath__") else paths)]
+    single = isinstance(paths, (str, bytes)) or hasattr(paths, "__fspath__")
+    paths = [str(p) for p in ([paths] if single else paths)]
     table = _sluice._fanout_items(paths)
     nodes = _node_ids(dist, group, world)
     needs, shapes = _needs(table, parts, world)
@@ -136,7 +138,9 @@ def load(paths, device="cpu", group=None, *, parts=None, scope="node", exchange_
                        only_node=nodes[rank] if scope == "node" else None)
     # This rank's buffers: per needed item, its ranges packed in order (a row or column shard is
     # then the shard's own C-ordered bytes).
-    mine = needs[rank] if needs[rank] is not None else {i: [(0, t[4])] if t[4] else [] for i, t in enumerate(table)}
+    mine = needs[rank]
+    if mine is None:
+        mine = {i: [(0, t[4])] if t[4] else [] for i, t in enumerate(table)}
     buffers, where = {}, {}
     for i, ranges in mine.items():
         buffers[i] = torch.empty(sum(s for _o, s in ranges), dtype=torch.uint8, device=device)
@@ -154,7 +158,10 @@ def load(paths, device="cpu", group=None, *, parts=None, scope="node", exchange_
         flat = buf.view(dtype_of(dtype))
         shape = shapes[rank][i]
         # Column-major bytes: the C-order array of the reversed shape, transposed (as sluice.torch).
-        out[name] = flat.reshape(shape[::-1]).permute(*reversed(range(len(shape)))) if fortran else flat.reshape(shape)
+        if fortran:
+            out[name] = flat.reshape(shape[::-1]).permute(*reversed(range(len(shape))))
+        else:
+            out[name] = flat.reshape(shape)
     return out
 
 
