@@ -10,8 +10,8 @@ CUDA tensors).
 ``plan_fanout`` is the planner under it (libsluice's ``sluice::plan_fanout``): who reads which
 byte range and which moves follow, the same on every rank. docs/scale.md, section 7.
 
-First slice (issue 34): reads and moves run one after the other, in plan order; failures of
-another rank are not turned into errors naming it (a rank that dies makes the others wait for the
+First slice (issue 34): moves run in plan order, with this rank's reads started READ_AHEAD chunks
+ahead; failures of another rank are not turned into errors naming it (a rank that dies makes the others wait for the
 backend's own timeout); saving once is not built.
 """
 
@@ -172,27 +172,67 @@ def _view(buffers, where, item, offset, size):
     return None
 
 
+READ_AHEAD = 2
+"""Reads of this rank started ahead of the move in progress: reading chunk k+1 overlaps moving
+chunk k, and at most READ_AHEAD + 1 chunks (each at most exchange_budget) are staged at once."""
+
+
+class _Reads:
+    """This rank's reads, started in plan order up to READ_AHEAD ahead of the one asked for."""
+
+    def __init__(self, plan, table, buffers, where, rank, torch, device, report):
+        self._mine = [k for k, r in enumerate(plan["reads"]) if r[5] == rank]
+        self._position = {k: i for i, k in enumerate(self._mine)}
+        self._plan, self._table, self._buffers, self._where = plan, table, buffers, where
+        self._torch, self._device, self._report = torch, device, report
+        self._files, self._started, self._next = {}, {}, 0
+
+    def _start(self, k):
+        item, _file, offset, file_offset, size = self._plan["reads"][k][:5]
+        buf = _view(self._buffers, self._where, item, offset, size)
+        if buf is None:  # read to send on, not needed here
+            buf = self._torch.empty(size, dtype=self._torch.uint8, device=self._device)
+        path = self._table[item][1]
+        if path not in self._files:
+            self._files[path] = _sluice.File(path)
+        self._started[k] = (buf, self._files[path].read_async(buf, file_offset, size))
+
+    def take(self, k):
+        """The buffer of read k, its bytes in; starts the next reads of this rank first."""
+        pos = self._position[k]
+        while self._next < len(self._mine) and self._next <= pos + READ_AHEAD:
+            self._start(self._mine[self._next])
+            self._next += 1
+        buf, future = self._started.pop(k)
+        self._report["read_bytes"] += future.result().bytes
+        self._report["reads"] += 1
+        return buf
+
+    def close(self):
+        for _buf, future in self._started.values():  # after an error: let every read finish
+            try:
+                future.result()
+            except Exception:  # noqa: BLE001 (the first error is the one raised)
+                pass
+        for f in self._files.values():
+            f.close()
+
+
 def _run(plan, table, buffers, where, rank, group, dist, torch, device):
     """The reads and moves, in plan order (the same on every rank, so the moves cannot deadlock)."""
     moves = {m[0]: m for m in plan["moves"]}
-    files = {}
     report = {"read_bytes": 0, "sent_bytes": 0, "received_bytes": 0, "reads": 0}
     world = dist.get_world_size(group)
+    reads = _Reads(plan, table, buffers, where, rank, torch, device, report)
     try:
-        for k, (item, _file, offset, file_offset, size, reader, _group) in enumerate(plan["reads"]):
+        for k, (item, _file, offset, _file_offset, size, reader, _group) in enumerate(plan["reads"]):
             move = moves.get(k)
-            involved = reader == rank or (move is not None and rank in move[3])
-            if not involved:
-                continue
-            buf = _view(buffers, where, item, offset, size)
-            if buf is None:  # read to send on, not needed here
-                buf = torch.empty(size, dtype=torch.uint8, device=device)
             if reader == rank:
-                path = table[item][1]
-                if path not in files:
-                    files[path] = _sluice.File(path)
-                report["read_bytes"] += files[path].read(buf, file_offset, size).bytes
-                report["reads"] += 1
+                buf = reads.take(k)
+            elif move is not None and rank in move[3]:
+                buf = _view(buffers, where, item, offset, size)
+            else:
+                continue
             if move is None:
                 continue
             _, kind, source, receivers = move
@@ -208,6 +248,5 @@ def _run(plan, table, buffers, where, rank, group, dist, torch, device):
             else:
                 dist.irecv(buf, src=_global(dist, group, source), group=group).wait()
     finally:
-        for f in files.values():
-            f.close()
+        reads.close()
     return report
