@@ -34,7 +34,10 @@ def _checkpoint(path):
 
 
 def _parts(name, shape, rank, world):
-    """Rows of the float tensors of 2 dimensions, columns of the bfloat16 one, the rest whole."""
+    """Rows of the float tensors of 2 dimensions, columns of the bfloat16 one, "big" whole on
+    ranks 0 and 1 and none of it on the others (a move to some ranks only), the rest whole."""
+    if name == "big":
+        return slice(None) if rank < 2 else slice(0, 0)
     if name in ("w.f32", "w.f16"):
         return slice(rank * shape[0] // world, (rank + 1) * shape[0] // world)
     if name == "w.bf16":
