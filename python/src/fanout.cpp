@@ -95,8 +95,14 @@ void bind_fanout(py::module_& m) {
       [](const std::vector<FanoutItemTuple>& items, const std::vector<FanoutRankTuple>& ranks,
          unsigned nodes, const std::string& scope, std::uint64_t exchange_budget,
          std::optional<unsigned> only_node) {
-        return fanout_dict(
-            plan_fanout(fanout_input(items, ranks, nodes, scope, exchange_budget, only_node)));
+        const FanoutInput in = fanout_input(items, ranks, nodes, scope, exchange_budget, only_node);
+        FanoutPlan plan;
+        {
+          // Planning touches no Python object; a large plan takes seconds (docs/scale.md).
+          py::gil_scoped_release unlocked;
+          plan = plan_fanout(in);
+        }
+        return fanout_dict(plan);
       },
       py::arg("items"), py::arg("ranks"), py::arg("nodes") = 1, py::arg("scope") = "node",
       py::arg("exchange_budget") = FanoutInput{}.exchange_budget,
