@@ -4,6 +4,7 @@
 
 #include "data.hpp"
 #include "errors.hpp"
+#include "fanout.hpp"
 #include "files.hpp"
 #include "load.hpp"
 #include "save.hpp"
@@ -18,4 +19,5 @@ PYBIND11_MODULE(_sluice, m) {
   sluice::python::bind_load(m);
   sluice::python::bind_save(m);
   sluice::python::bind_data(m);
+  sluice::python::bind_fanout(m);
 }

@@ -1,0 +1,143 @@
+"""sluice.distributed: the fan-out planner from Python, and load() over torch.distributed (gloo on
+CPU) in 2 and 3 processes, every rank's tensors equal to a single-process load (whole tensors,
+and row and column parts against slices of the reference). The processes share a FileStore in a
+temporary folder; every wait has a deadline, so a hang fails the test instead of blocking it."""
+
+import time
+
+import pytest
+
+import sluice
+from sluice import distributed
+
+torch = pytest.importorskip("torch")
+dist = pytest.importorskip("torch.distributed")
+mp = pytest.importorskip("torch.multiprocessing")
+
+DEADLINE_S = 120
+
+
+def _checkpoint(path):
+    g = torch.Generator().manual_seed(34)
+    state = {
+        "w.f32": torch.randn(12, 10, generator=g),
+        "w.bf16": torch.randn(7, 5, generator=g).to(torch.bfloat16),
+        "w.f16": torch.randn(33, 8, generator=g).to(torch.float16),
+        "b.i64": torch.arange(3, dtype=torch.int64),
+        "mask": torch.rand(4, 4, generator=g) > 0.5,
+        "empty": torch.zeros(0, 6, dtype=torch.uint8),
+        "big": torch.randn(5000, generator=g),  # cut into chunks by the small exchange budget
+    }
+    from sluice.torch import save_file
+
+    save_file(state, path)
+
+
+def _parts(name, shape, rank, world):
+    """Rows of the float tensors of 2 dimensions, columns of the bfloat16 one, "big" whole on
+    ranks 0 and 1 and none of it on the others (a move to some ranks only), the rest whole."""
+    if name == "big":
+        return slice(None) if rank < 2 else slice(0, 0)
+    if name in ("w.f32", "w.f16"):
+        return slice(rank * shape[0] // world, (rank + 1) * shape[0] // world)
+    if name == "w.bf16":
+        return (slice(None), slice(rank * shape[1] // world, (rank + 1) * shape[1] // world))
+    return None
+
+
+def _worker(rank, world, store_path, ckpt, scope, use_parts):
+    store = dist.FileStore(store_path, world)
+    dist.init_process_group("gloo", store=store, rank=rank, world_size=world)
+    try:
+        from sluice.torch import load as single
+
+        got = distributed.load(ckpt, "cpu", None, parts=_parts if use_parts else None, scope=scope,
+                               exchange_budget=4096)
+        want = single(ckpt)
+        assert sorted(got) == sorted(want)
+        for name, ref in want.items():
+            index = _parts(name, tuple(ref.shape), rank, world) if use_parts else None
+            expected = ref if index is None else ref[index]
+            t = got[name]
+            assert t.dtype == expected.dtype, name
+            assert tuple(t.shape) == tuple(expected.shape), (name, t.shape, expected.shape)
+            assert torch.equal(t, expected.contiguous()), name
+        # Bytes read from storage, as the library's reads reported them, summed over the ranks:
+        # every byte once (one machine is one node, so scope node reads once too; the parts of
+        # _parts cover every tensor, so the union of the needs is the whole checkpoint).
+        report = distributed.last_report()
+        totals = torch.tensor([report["read_bytes"], report["sent_bytes"], report["received_bytes"]])
+        dist.all_reduce(totals)
+        unique = sum(t.numel() * t.element_size() for t in want.values())
+        assert totals[0] == unique, (totals, unique)
+        assert totals[1] == totals[2]  # every byte sent is received once
+        if not use_parts:  # each rank needs every byte: its own reads plus what it received
+            assert report["read_bytes"] + report["received_bytes"] == unique
+            assert report["plan_amplification"] == 1.0
+        dist.barrier()
+    finally:
+        dist.destroy_process_group()
+
+
+def _spawn(world, tmp_path, scope, use_parts):
+    ckpt = str(tmp_path / "m.safetensors")
+    _checkpoint(ckpt)
+    store = str(tmp_path / f"store-{world}-{scope}-{use_parts}")
+    ctx = mp.start_processes(_worker, args=(world, store, ckpt, scope, use_parts), nprocs=world, join=False,
+                             start_method="spawn")
+    deadline = time.monotonic() + DEADLINE_S
+    try:
+        while not ctx.join(timeout=1):
+            if time.monotonic() > deadline:
+                pytest.fail(f"{world} processes did not finish within {DEADLINE_S} s")
+    finally:
+        for p in ctx.processes:
+            if p.is_alive():
+                p.kill()
+                p.join()
+
+
+@pytest.mark.parametrize("world", [2, 3])
+@pytest.mark.parametrize("scope", ["node", "job"])
+def test_every_rank_gets_the_single_process_dict(world, scope, tmp_path):
+    _spawn(world, tmp_path, scope, use_parts=False)
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_row_and_column_parts_equal_slices_of_the_reference(world, tmp_path):
+    _spawn(world, tmp_path, "job", use_parts=True)
+
+
+def test_the_plan_reads_each_byte_once_per_scope(tmp_path):
+    ckpt = str(tmp_path / "m.safetensors")
+    _checkpoint(ckpt)
+    table = sluice._sluice._fanout_items([ckpt])
+    items = [(t[0], t[2], t[3], t[4]) for t in table]
+    total = sum(t[4] for t in table)
+    # 4 replicas on 2 nodes: once per node reads the checkpoint twice, once per job once.
+    ranks = [(r, r // 2, None) for r in range(4)]
+    node = distributed.plan_fanout(items, ranks, nodes=2, scope="node", exchange_budget=4096)
+    job = distributed.plan_fanout(items, ranks, nodes=2, scope="job", exchange_budget=4096)
+    assert node["unique_bytes"] == job["unique_bytes"] == total
+    assert node["read_bytes"] == 2 * total and node["amplification"] == 2.0
+    assert job["read_bytes"] == total and job["amplification"] == 1.0
+    assert sum(r[0] for r in job["ranks"]) == total
+    assert all(r[4] <= 4096 for r in job["reads"])
+    # Every receiver of a move is another rank; every rank ends with the whole checkpoint.
+    for _read, kind, source, receivers in job["moves"]:
+        assert source not in receivers and kind == ("send" if len(receivers) == 1 else "broadcast")
+    received = [r[2] for r in job["ranks"]]
+    for r in range(4):
+        own = sum(x[4] for x in job["reads"] if x[5] == r)
+        assert own + received[r] == total
+    assert distributed.slice_ranges(5, 3, 4, 1, 2) == [(24, 36)]
+    assert distributed.slice_ranges(2, 5, 2, 1, 2, columns=True) == [(4, 6), (14, 6)]
+
+
+def test_bad_input_raises_a_usage_error():
+    with pytest.raises(ValueError, match="unknown node"):
+        distributed.plan_fanout([("t", 0, 0, 10)], [(0, 1, None)], nodes=1)
+    with pytest.raises(ValueError, match="out of range"):
+        distributed.plan_fanout([("t", 0, 0, 10)], [(1, 0, None)], nodes=1)
+    with pytest.raises(ValueError, match="scope"):
+        distributed.plan_fanout([("t", 0, 0, 10)], [(0, 0, None)], scope="rack")
