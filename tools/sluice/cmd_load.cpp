@@ -35,6 +35,7 @@ struct LoadArgs {
   std::string max_read = "64M";
   std::string inflight = "256M";
   std::string cache_policy;
+  std::string host_load = "auto";
   bool json = false;
   bool checksum = false;
   bool list = false;
@@ -89,6 +90,7 @@ LoadOptions load_options(const LoadArgs& a, const LoadShare& share, const Cluste
   o.tensors = a.tensors;
   o.path = forced_path(setting_value(&Config::path, "path", a.path));
   o.target = load_target(a, o.path);
+  o.host_load = *parse_host_load(a.host_load);  // checked by the option's validator
   if (o.target != LoadTarget::pageable_host || !a.device.empty()) {
     o.device = a.device.empty() ? open_device(config()->device) : open_device(expand_placeholders(a.device, env));
   }
@@ -232,6 +234,11 @@ Runner add_load_command(CLI::App& app) {
       ->check(setting_validator("path"));
   cmd->add_option("--memory", args->memory, memory_option_help("default device; pageable under --path host"));
   add_cache_policy_option(cmd, args->cache_policy);
+  cmd->add_option("--host-load", args->host_load,
+                  "pageable host memory: auto (mapped where the page cache holds the files, else read) | read "
+                  "(a copy in fresh memory) | mapped (views of a private mapping of the file)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "read", "mapped"}));
   cmd->add_option("--tensors", args->tensors, "load only these tensors (comma-separated names)")->delimiter(',');
   cmd->add_option("--rank", args->rank, "this process's rank (with --world)");
   cmd->add_option("--world", args->world, "number of ranks sharing the load");
