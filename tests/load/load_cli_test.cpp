@@ -117,7 +117,16 @@ TEST_F(LoadCli, SafetensorsChecksumsMatchTheFile) {
   Truth truth;
   add_safetensors_truth(truth, f, ts);
   EXPECT_EQ(check_checksums({f}, "--device sim", truth), ts.size());
-  EXPECT_EQ(check_checksums({f}, "--memory host --max-read 4K", truth), ts.size());
+  EXPECT_EQ(check_checksums({f}, "--memory host --max-read 4K --host-load read", truth), ts.size());
+  EXPECT_EQ(check_checksums({f}, "--path host --host-load mapped", truth), ts.size());
+  // --host-load reaches the loader: the summary names the path (auto: mapped_load_test).
+  for (const char* h : {"read", "mapped"}) {
+    const CliRun r = sluice(shell_quote(f) + " --memory host --json --host-load " + h);
+    ASSERT_EQ(r.rc, 0) << r.err;
+    const auto s = nlohmann::json::parse(r.out).at("summary");
+    EXPECT_EQ(s.at("path"), std::string(h) == "read" ? "host" : "mapped") << s;
+  }
+  EXPECT_NE(sluice(shell_quote(f) + " --memory host --host-load copy").rc, 0);
   EXPECT_EQ(check_checksums({f}, "--memory pinned --device sim --alignment 4096", truth), ts.size());
   EXPECT_EQ(check_checksums({f}, "--device sim --path posix", truth), ts.size());
 
