@@ -196,7 +196,9 @@ class SLUICE_API LoadedTensors {
   };
   using Memory = std::variant<std::monostate, DeviceBuffer, PinnedBuffer, HostMapping, Mapped>;
   [[nodiscard]] void* base() const noexcept;
-  TransferResult map(const Checkpoint& cp, const LoadPlan& plan, const LoadOptions& o, std::string reason);
+  /// A mapped load's tensors (docs/paths.md); internal, not exported.
+  SLUICE_LOCAL TransferResult map(const Checkpoint& cp, const LoadPlan& plan, const LoadOptions& o,
+                                  std::string reason);
 
   std::shared_ptr<Device> device_;
   LoadTarget target_ = LoadTarget::pageable_host;
