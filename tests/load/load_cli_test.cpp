@@ -160,7 +160,8 @@ TEST_F(LoadCli, CachePolicyAndHowMuchTheCacheServed) {
   // a (and b's first page), pinned (test::pin_resident) so the summary below is exact.
   const test::PinnedRange pin = test::pin_resident(f, 0, b_at);
   auto summary = [&](const std::string& extra) {
-    const CliRun r = sluice(shell_quote(f) + " --memory host --max-read 4M --json " + extra);
+    // --host-load read: half cached, auto would map (mapped_load_test); this is about reads.
+    const CliRun r = sluice(shell_quote(f) + " --memory host --host-load read --max-read 4M --json " + extra);
     EXPECT_EQ(r.rc, 0) << r.err;
     return nlohmann::json::parse(r.out).at("summary");
   };
@@ -174,7 +175,7 @@ TEST_F(LoadCli, CachePolicyAndHowMuchTheCacheServed) {
   EXPECT_NE(why.find("O_DIRECT"), std::string::npos) << why;
   Truth truth;
   add_safetensors_truth(truth, f, ts);
-  EXPECT_EQ(check_checksums({f}, "--memory host --max-read 4M --cache-policy auto", truth), ts.size());
+  EXPECT_EQ(check_checksums({f}, "--memory host --host-load read --max-read 4M --cache-policy auto", truth), ts.size());
   EXPECT_EQ(check_checksums({f}, "--device sim --cache-policy use", truth), ts.size());
 }
 

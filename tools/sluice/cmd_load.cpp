@@ -133,6 +133,7 @@ struct Finished {
     return r.seconds > 0 ? static_cast<double>(r.bytes) / static_cast<double>(GiB) / r.seconds : 0.0;
   }
   [[nodiscard]] std::string where() const {
+    if (done.loaded.result().path == Path::mapped) return "pageable host memory (a private mapping of the files)";
     return options.device ? fmt::format("{} memory of {}", to_string(options.target), options.device->info().name)
                           : std::string("pageable host memory");
   }
