@@ -127,6 +127,11 @@ TEST_F(LoadCli, SafetensorsChecksumsMatchTheFile) {
     EXPECT_EQ(s.at("path"), std::string(h) == "read" ? "host" : "mapped") << s;
   }
   EXPECT_NE(sluice(shell_quote(f) + " --memory host --host-load copy").rc, 0);
+  // --device host: pageable host memory, the same decision (python's device="cpu").
+  const CliRun dh = sluice(shell_quote(f) + " --device host --host-load mapped --json");
+  ASSERT_EQ(dh.rc, 0) << dh.err;
+  EXPECT_EQ(nlohmann::json::parse(dh.out).at("summary").at("path"), "mapped");
+  EXPECT_EQ(sluice(shell_quote(f) + " --device host --memory pinned").rc, 2);
   EXPECT_EQ(check_checksums({f}, "--memory pinned --device sim --alignment 4096", truth), ts.size());
   EXPECT_EQ(check_checksums({f}, "--device sim --path posix", truth), ts.size());
 

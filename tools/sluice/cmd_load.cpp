@@ -63,8 +63,15 @@ class Progress {
   ProgressLine line_;
 };
 
-// The memory tensors go to: --memory (default device), pageable host memory under --path host.
+// The memory tensors go to: --memory (default device), pageable host memory under --path host
+// or --device host (as Python's device="cpu").
 LoadTarget load_target(const LoadArgs& a, std::optional<Path> path) {
+  if (a.device == "host") {
+    if (!a.memory.empty() && memory_option(a.memory) != MemoryKind::pageable_host) {
+      throw UsageError("--device host loads into pageable host memory, not --memory " + a.memory);
+    }
+    return LoadTarget::pageable_host;
+  }
   const MemoryKind memory = a.memory.empty() ? MemoryKind::device : memory_option(a.memory);
   if (path == Path::host && memory == MemoryKind::device) {
     if (!a.memory.empty() || !a.device.empty()) throw UsageError("--path host loads into host memory, not --memory device");
@@ -91,7 +98,7 @@ LoadOptions load_options(const LoadArgs& a, const LoadShare& share, const Cluste
   o.path = forced_path(setting_value(&Config::path, "path", a.path));
   o.target = load_target(a, o.path);
   o.host_load = *parse_host_load(a.host_load);  // checked by the option's validator
-  if (o.target != LoadTarget::pageable_host || !a.device.empty()) {
+  if (a.device != "host" && (o.target != LoadTarget::pageable_host || !a.device.empty())) {
     o.device = a.device.empty() ? open_device(config()->device) : open_device(expand_placeholders(a.device, env));
   }
   return o;
@@ -229,7 +236,7 @@ Runner add_load_command(CLI::App& app) {
   auto args = std::make_shared<LoadArgs>();
   auto* cmd = app.add_subcommand("load", "Load safetensors and .npy files (or a sharded checkpoint) into GPU or host memory");
   cmd->add_option("PATH", args->paths, "files, a *.safetensors.index.json, or folders")->required();
-  cmd->add_option("--device", args->device, "the GPU: auto (first CUDA GPU, else sim), sim, cuda:N (default: configured device)");
+  cmd->add_option("--device", args->device, "the GPU: auto (first CUDA GPU, else sim), sim, cuda:N (default: configured device); host: pageable host memory, no GPU");
   cmd->add_option("--path", args->path, "transfer path: auto | direct | bounce | posix | host")
       ->capture_default_str()
       ->check(setting_validator("path"));
