@@ -20,7 +20,7 @@ namespace sluice {
 /// `populate` false: the pages are faulted in by whoever first writes them (a load's parallel
 /// reads) instead of here, on one thread: on a VM whose host takes freed guest memory back (free
 /// page reporting), first touch is the cost of fresh memory, and spread over the readers it
-/// halved a warm 0.8 GB load here (docs/load.md, "Host memory").
+/// halved a warm 0.8 GB load here (docs/paths.md, "Loads into host memory").
 [[nodiscard]] SLUICE_API void* map_host_memory(std::size_t bytes, bool huge_pages = true,
                                                bool populate = true);
 /// Unmaps memory from map_host_memory; `bytes` as given there.

@@ -33,6 +33,9 @@
 #include "sluice/units.hpp"
 
 namespace sluice {
+namespace detail {
+struct HostLoadChoice;
+}  // namespace detail
 
 /// The tensor files of one model or data set, opened and with every header checked.
 class SLUICE_API Checkpoint {
@@ -198,7 +201,7 @@ class SLUICE_API LoadedTensors {
   [[nodiscard]] void* base() const noexcept;
   /// A mapped load's tensors (docs/paths.md); internal, not exported.
   SLUICE_LOCAL TransferResult map(const Checkpoint& cp, const LoadPlan& plan, const LoadOptions& o,
-                                  std::string reason);
+                                  const detail::HostLoadChoice& choice);
 
   std::shared_ptr<Device> device_;
   LoadTarget target_ = LoadTarget::pageable_host;

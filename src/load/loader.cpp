@@ -210,9 +210,9 @@ std::uint64_t loaded_bytes_in_use() noexcept { return g_loaded_bytes.load(std::m
 
 // The tensors of a mapped load: views of private mappings of their files, handed out at once.
 TransferResult LoadedTensors::map(const Checkpoint& cp, const LoadPlan& plan, const LoadOptions& o,
-                                  std::string reason) {
+                                  const detail::HostLoadChoice& choice) {
   const auto t0 = Clock::now();
-  detail::MappedFiles files = detail::map_plan(cp, plan);
+  detail::MappedFiles files = detail::map_plan(cp, plan, choice.all_cached);
   counted_ = count_loaded(std::max<std::uint64_t>(files.mapped_bytes, 1));
   for (std::size_t i = 0; i < plan.tensors.size(); ++i) {
     tensors_[i].info = &infos_[i];
@@ -224,7 +224,7 @@ TransferResult LoadedTensors::map(const Checkpoint& cp, const LoadPlan& plan, co
   r.bytes = plan.bytes;
   r.cached_bytes = plan.bytes;
   r.path = Path::mapped;
-  r.reason = std::move(reason);
+  r.reason = choice.reason;
   r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   if (o.on_tensor) {
     for (const LoadedTensor& t : tensors_) o.on_tensor(t);
@@ -246,7 +246,7 @@ LoadedTensors load(const Checkpoint& cp, const LoadOptions& o) {
   for (const TensorInfo* ti : plan.tensors) out.infos_.push_back(*ti);
   out.tensors_.resize(plan.tensors.size());
   if (choice.mapped) {
-    out.result_ = out.map(cp, plan, o, choice.reason);
+    out.result_ = out.map(cp, plan, o, choice);
     return out;
   }
   if (!o.destination) {

@@ -1,7 +1,8 @@
 // Mapped loads: tensors that view a private mapping of their file, as safetensors' loader hands
 // them out. Where the page cache holds the file this beats any copy into fresh memory: nothing is
 // copied, and no fresh page is touched (on a VM that hands freed memory back to its host, the
-// first touch of fresh memory was most of a warm load's time: docs/load.md, "Host memory").
+// first touch of fresh memory was most of a warm load's time: docs/paths.md, "Loads into host
+// memory").
 #include "mapped.hpp"
 
 #include <algorithm>
@@ -107,10 +108,11 @@ HostLoadChoice choose_host_load(const Checkpoint& cp, const LoadPlan& plan, cons
           fmt::format("auto: the page cache holds {}% of the {} of tensors: they view a private "
                       "(copy-on-write) mapping of the file{} (host_load read copies)",
                       pages == 0 ? 100 : cached * 100 / pages, format_size(plan.bytes),
-                      copies_note(plan))};
+                      copies_note(plan)),
+          cached == pages};
 }
 
-MappedFiles map_plan(const Checkpoint& cp, const LoadPlan& plan) {
+MappedFiles map_plan(const Checkpoint& cp, const LoadPlan& plan, bool all_cached) {
   MappedFiles out;
   const std::vector<Span> spans = spans_of(cp, plan);
   out.maps.resize(spans.size());
@@ -130,8 +132,9 @@ MappedFiles map_plan(const Checkpoint& cp, const LoadPlan& plan) {
     out.maps[f] = FileMapping(cp.file(f).fd(), spans[f].begin, spans[f].end - spans[f].begin,
                               cp.layouts()[f].path.c_str());
     // Page-table entries up front (cheap for cached pages: no copy), pages missing from the
-    // cache read ahead first, so no access faults later.
-    out.maps[f].will_need();
+    // cache read ahead first, so no access faults later. (The readahead walks every page of the
+    // range: a millisecond per GiB skipped where the probe found them all.)
+    if (!all_cached) out.maps[f].will_need();
     (void)out.maps[f].populate_read();
     out.mapped_bytes += out.maps[f].mapped_bytes();
   }

@@ -16,6 +16,7 @@ namespace sluice::detail {
 struct HostLoadChoice {
   bool mapped = false;
   std::string reason;
+  bool all_cached = false;  ///< the probe found every page cached: no readahead to ask for
 };
 
 /// Decides for `plan` under `o` (any target: only pageable host targets without caller buffers
@@ -34,6 +35,6 @@ struct MappedFiles {
   std::vector<void*> data;  ///< per plan tensor
   std::uint64_t mapped_bytes = 0;
 };
-[[nodiscard]] MappedFiles map_plan(const Checkpoint& cp, const LoadPlan& plan);
+[[nodiscard]] MappedFiles map_plan(const Checkpoint& cp, const LoadPlan& plan, bool all_cached);
 
 }  // namespace sluice::detail
