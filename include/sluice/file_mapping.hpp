@@ -33,10 +33,6 @@ class SLUICE_API FileMapping {
   }
   /// Bytes mapped, whole pages.
   [[nodiscard]] std::size_t mapped_bytes() const noexcept { return span_; }
-  /// Maps every page the page cache holds into the page table up front (MADV_POPULATE_READ: no
-  /// copy, no fresh memory; later reads take no fault). Advice only: false where the kernel
-  /// (before 5.14) does not take it.
-  bool populate_read() const noexcept;
   /// Starts readahead of the pages the page cache lacks (MADV_WILLNEED). Advice only.
   void will_need() const noexcept;
 

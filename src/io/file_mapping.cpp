@@ -19,7 +19,7 @@ FileMapping::FileMapping(int fd, std::uint64_t offset, std::uint64_t size, const
   const std::uint64_t start = offset / page * page;
   lead_ = static_cast<std::size_t>(offset - start);
   span_ = static_cast<std::size_t>(round_up(lead_ + size, page));
-  // MAP_PRIVATE with PROT_WRITE: writable tensors whose writes stay in this process. No
+  // MAP_PRIVATE with PROT_WRITE: writable tensors whose writes stay in this process. Never
   // MAP_POPULATE: on a private writable mapping it write-faults, copying every page.
   void* p =
       ::mmap(nullptr, span_, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, static_cast<off_t>(start));
@@ -45,14 +45,6 @@ FileMapping& FileMapping::operator=(FileMapping&& o) noexcept {
 
 FileMapping::~FileMapping() {
   if (base_ != nullptr) ::munmap(base_, span_);
-}
-
-bool FileMapping::populate_read() const noexcept {
-#ifdef MADV_POPULATE_READ
-  return base_ != nullptr && ::madvise(base_, span_, MADV_POPULATE_READ) == 0;
-#else
-  return false;
-#endif
 }
 
 void FileMapping::will_need() const noexcept {
