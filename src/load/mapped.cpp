@@ -27,6 +27,8 @@ std::uint64_t element_alignment(const TensorInfo& t) {
   return std::min<std::uint64_t>(std::uint64_t{1} << std::countr_zero(bytes), 16);
 }
 
+constexpr std::uint64_t probe_piece = 64 << 20;
+
 struct Span {
   std::uint64_t begin = UINT64_MAX;
   std::uint64_t end = 0;
@@ -89,10 +91,14 @@ HostLoadChoice choose_host_load(const Checkpoint& cp, const LoadPlan& plan, cons
   const std::vector<Span> spans = spans_of(cp, plan);
   for (std::size_t f = 0; f < spans.size(); ++f) {
     if (spans[f].begin >= spans[f].end) continue;
-    const Residency r =
-        page_cache_residency(cp.file(f).fd(), spans[f].begin, spans[f].end - spans[f].begin);
-    cached += r.cached;
-    pages += r.pages;
+    // The edges of each 64 MiB piece, the whole piece only where they disagree: a probe of
+    // every page of a cached GiB cost about as much as the rest of a warm load (~0.3 ms).
+    const ResidencyProbe probe(cp.file(f).fd(), spans[f].begin, spans[f].end - spans[f].begin);
+    for (std::uint64_t at = spans[f].begin; at < spans[f].end; at += probe_piece) {
+      const Residency r = probe.probe_edges(at, std::min(probe_piece, spans[f].end - at));
+      cached += r.cached;
+      pages += r.pages;
+    }
   }
   // As cache_policy auto reads a chunk buffered from half cached: from there the mapping wins
   // (the missing pages are read ahead when mapped, map_plan; fresh memory costs its first touch).
