@@ -18,6 +18,11 @@ Cases, each round running every side once, the order of the sides rotating with 
                               on the CPU: parse the header, mmap the file, one
                               torch.frombuffer(...).clone() per tensor (targets: cold >= 1.5x,
                               warm >= 1.0x); the results are checked equal once
+  load, warm, every page touched: sluice.torch.load_file(device="cpu") | a zero-copy loader
+                              (safetensors' CPU tensors: torch.frombuffer over a private,
+                              copy-on-write mapping of the file, no clone), each timed from the
+                              call until one byte of every page of every tensor has been read
+                              (target >= 1.0x: sluice maps a cached file too, docs/paths.md)
   1/8 row shard, cold:        one tensor-parallel rank's share (rows [r*R/8, (r+1)*R/8)) of every
                               tensor of that file: sluice.safe_open(...).get_slice(name)[a:b] |
                               the mmap loader's view sliced the same way, then .clone() (what
@@ -138,6 +143,41 @@ def mmap_loader(path, rows=None):
     return out
 
 
+def zero_copy_loader(path):
+    """safetensors.torch.load_file on the CPU: torch.frombuffer views of a private (copy-on-write)
+    mapping of the file, nothing copied."""
+    import torch
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(n))
+        mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
+    types = {name: getattr(torch, tname) for name, tname, _ in TORCH_TYPES}
+    out = {}
+    for name, t in header.items():
+        if name == "__metadata__":
+            continue
+        start, end = t["data_offsets"]
+        dtype = types[t["dtype"]]
+        count = (end - start) // torch.tensor([], dtype=dtype).element_size()
+        out[name] = torch.frombuffer(mm, dtype=dtype, count=count, offset=8 + n + start).reshape(t["shape"])
+    return out
+
+
+def touch_every_page(tensors):
+    """Reads one byte of every page of every tensor (what a first pass over the weights costs)."""
+    import torch
+    total = 0
+    for t in tensors.values():
+        total += int(t.reshape(-1).view(torch.uint8)[::4096].sum())
+    return total
+
+
+def timed_touched(fn, path, size):
+    t0 = time.perf_counter()
+    touch_every_page(fn(path))
+    return size / (time.perf_counter() - t0) / (1 << 30)
+
+
 def shard_rows(total, k, n):
     """The k-th of n row ranges of `total` rows, as a slice."""
     return slice(total * k // n, total * (k + 1) // n)
@@ -172,6 +212,12 @@ def bench_load(path, rounds):
         results = run_rounds(rounds, sides, before=before)
         report(f"{state} load of {size / (1 << 30):.2f} GiB, {state} page cache (GiB/s)", "GiB/s", results,
                "mmap + torch.frombuffer", "sluice.torch.load_file", target)
+    print(f"  last sluice load: {sluice.last_load_report()}")
+    sides = {"sluice.torch.load_file (cpu)": lambda: timed_touched(sluice.torch.load_file, path, size),
+             "mmap private + frombuffer": lambda: timed_touched(zero_copy_loader, path, size)}
+    results = run_rounds(rounds, sides, before=lambda: warm_cache(path))
+    report(f"warm load of {size / (1 << 30):.2f} GiB until every page is touched (GiB/s)", "GiB/s", results,
+           "mmap private + frombuffer", "sluice.torch.load_file (cpu)", 1.0)
     print(f"  last sluice load: {sluice.last_load_report()}")
     # One rank's row shard of every tensor; the rank changes with the round, so no round reads
     # what the one before it did (the cache is dropped anyway).

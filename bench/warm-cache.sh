@@ -14,8 +14,10 @@
 #                into the simulated GPU through the pinned staging copy, then back to be written)
 #   load ~1 GiB: a plain mmap-and-copy loader in /usr/bin/python3 (parses the header, mmaps the
 #                file, copies each tensor into a fresh numpy array) | sluice load --memory host
-#                (cache_policy auto) | the same with --cache-policy bypass | sluice load --device
-#                sim (device memory)
+#                (cache_policy auto, host_load auto: a private mapping of the file where the page
+#                cache holds it, reads into fresh memory where not; docs/paths.md) | the same with
+#                --host-load read (always a copy in fresh memory) | the same with --cache-policy
+#                bypass | sluice load --device sim (device memory)
 # Besides the wall time, each tool's own clock where it has one ("in-tool"): sluice's `seconds`
 # (the reads: not process start, allocation nor writing out), the python loader's clock from
 # before the open to after the last copy (allocation included; interpreter start and numpy
@@ -28,13 +30,13 @@
 # Runs are interleaved: every round runs every command of a state once, in an order rotated by
 # one place each round and reversed on odd rounds. Printed: per command the median over the
 # rounds (seconds, GiB/s), and the ratios the acceptance targets of issue 18 name:
-#   warm: sluice read >= 0.9x dd; sluice load >= 1.0x the mmap loader; sim: within the sim's
+#   warm: sluice read >= 0.9x dd; sluice load >= 1.0x the mmap loader (issue 37: in every round); sim: within the sim's
 #         copy model: the host read plus the sim's own copies (1 GiB up and back down for read,
 #         the checkpoint up for load), not overlapped (worst case), at the speed the sim copies
 #         here: its engines model sim_h2d_gbps but really copy, so on a busy 2-core machine
 #         they run slower. That speed is measured in the same rounds ("sim copy 1 GiB":
 #         sluice_gpu_bench h2d --device sim --size 1G, pinned host memory to device memory).
-#   cold: auto >= 0.95x bypass (no worse than before), read and load
+#   cold: auto >= 0.95x bypass (no worse than before), read and load; load >= 1.5x the mmap loader
 #   half: auto faster than both bypass and use
 # Last, sluice_residency_bench: the cost of the residency probes a read makes (ns per probe of a
 # 1 MiB chunk, us per 1 GiB file probed chunk by chunk), warm and cold.
@@ -151,6 +153,7 @@ if os.access(os.environ["SLUICE_GPU_BENCH"], os.X_OK):
 LOADS = {
     "mmap loader": lambda: run(["/usr/bin/python3", "-c", MMAP_LOADER, ckpt], own_clock=True),
     "sluice load host": lambda: run([sluice, "load", ckpt, "--memory", "host", "--json"]),
+    "sluice load host read": lambda: run([sluice, "load", ckpt, "--memory", "host", "--json", "--host-load", "read"]),
     "sluice load bypass": lambda: run([sluice, "load", ckpt, "--memory", "host", "--json", "--cache-policy", "bypass"]),
     "sluice load sim": lambda: run([sluice, "load", ckpt, "--device", "sim", "--json"]),
 }
@@ -237,17 +240,24 @@ ratio("warm: sluice read / cat", w.med("sluice read"), w.med("cat"), 0.9)
 ratio("warm: sluice read (auto) / bypass (before)", w.med("sluice read"), w.med("sluice read bypass"), 1.0)
 ratio("warm: sluice load host / mmap loader", wl.med("sluice load host"), wl.med("mmap loader"), 1.0)
 ratio("warm: sluice load host / mmap loader, in-tool", wl.own_med("sluice load host"), wl.own_med("mmap loader"), 1.0)
+# Issue 37: in every round, not only the median (rounds pair up: each ran both once).
+worst = min(m / h for m, h in zip(wl.wall["mmap loader"], wl.wall["sluice load host"]))
+ratio("warm: sluice load host / mmap loader, worst round", 1.0, worst, 1.0)
+print(f"  {'warm: per round (mmap loader / sluice load host)':62s} " +
+      " ".join(f"{m / h:.2f}x" for m, h in zip(wl.wall["mmap loader"], wl.wall["sluice load host"])))
+ratio("warm: sluice load host read (a copy) / mmap loader", wl.med("sluice load host read"), wl.med("mmap loader"), 1.0)
 ratio("warm: sluice load (auto) / bypass (before)", wl.med("sluice load host"), wl.med("sluice load bypass"), 1.0)
 ratio(f"warm: sluice read sim / (host read + {read_copies:.3f} s of copies)", w.med("sluice read sim"),
       w.med("sluice read") + read_copies, 1.0)
-ratio(f"warm: sluice load sim / (load host + {load_copies:.3f} s of copies)", wl.med("sluice load sim"),
-      wl.med("sluice load host") + load_copies, 1.0)
-ratio(f"warm: same, in-tool", wl.own_med("sluice load sim"), wl.own_med("sluice load host") + load_copies, 1.0)
+# Against the host load that copies (a mapped one moves no bytes, so is no base for a copy).
+ratio(f"warm: sluice load sim / (load host read + {load_copies:.3f} s of copies)", wl.med("sluice load sim"),
+      wl.med("sluice load host read") + load_copies, 1.0)
+ratio(f"warm: same, in-tool", wl.own_med("sluice load sim"), wl.own_med("sluice load host read") + load_copies, 1.0)
 ratio("cold: sluice read (auto) / bypass (before)", c.med("sluice read"), c.med("sluice read bypass"), 0.95)
 ratio("cold: sluice read (auto) / bypass (before), in-tool", c.own_med("sluice read"), c.own_med("sluice read bypass"), 0.95)
 ratio("cold: sluice read / dd bs=1M", c.med("sluice read"), c.med("dd bs=1M"), 1.0)
 ratio("cold: sluice load (auto) / bypass (before)", cl.med("sluice load host"), cl.med("sluice load bypass"), 0.95)
-ratio("cold: sluice load host / mmap loader", cl.med("sluice load host"), cl.med("mmap loader"), 1.0)
+ratio("cold: sluice load host / mmap loader", cl.med("sluice load host"), cl.med("mmap loader"), 1.5)
 ratio("half: sluice read (auto) / bypass (all O_DIRECT)", h.med("sluice read"), h.med("sluice read bypass"), 1.0)
 ratio("half: sluice read (auto) / use (all buffered)", h.med("sluice read"), h.med("sluice read use"), 1.0)
 

@@ -17,7 +17,12 @@ namespace sluice {
 /// pages stay 4 KiB pages whatever madvise says later, so a buffer taken from a heap that an
 /// earlier run had touched read 64 KiB O_DIRECT blocks at a quarter of the speed.
 /// `huge_pages` false: 4 KiB pages (MADV_NOHUGEPAGE), as malloc'd buffers usually have.
-[[nodiscard]] SLUICE_API void* map_host_memory(std::size_t bytes, bool huge_pages = true);
+/// `populate` false: the pages are faulted in by whoever first writes them (a load's parallel
+/// reads) instead of here, on one thread: on a VM whose host takes freed guest memory back (free
+/// page reporting), first touch is the cost of fresh memory, and spread over the readers it
+/// halved a warm 0.8 GB load here (docs/paths.md, "Loads into host memory").
+[[nodiscard]] SLUICE_API void* map_host_memory(std::size_t bytes, bool huge_pages = true,
+                                               bool populate = true);
 /// Unmaps memory from map_host_memory; `bytes` as given there.
 SLUICE_API void unmap_host_memory(void* p, std::size_t bytes) noexcept;
 
@@ -25,8 +30,8 @@ SLUICE_API void unmap_host_memory(void* p, std::size_t bytes) noexcept;
 /// nothing).
 class HostMapping {
  public:
-  explicit HostMapping(std::size_t bytes, bool huge_pages = true)
-      : bytes_(bytes), p_(static_cast<std::byte*>(map_host_memory(bytes, huge_pages))) {}
+  explicit HostMapping(std::size_t bytes, bool huge_pages = true, bool populate = true)
+      : bytes_(bytes), p_(static_cast<std::byte*>(map_host_memory(bytes, huge_pages, populate))) {}
   HostMapping(const HostMapping&) = delete;
   HostMapping& operator=(const HostMapping&) = delete;
   HostMapping(HostMapping&& o) noexcept

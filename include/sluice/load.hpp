@@ -25,6 +25,7 @@
 #include "sluice/device.hpp"
 #include "sluice/export.hpp"
 #include "sluice/file.hpp"
+#include "sluice/file_mapping.hpp"
 #include "sluice/formats.hpp"
 #include "sluice/host_memory.hpp"
 #include "sluice/path.hpp"
@@ -32,6 +33,9 @@
 #include "sluice/units.hpp"
 
 namespace sluice {
+namespace detail {
+struct HostLoadChoice;
+}  // namespace detail
 
 /// The tensor files of one model or data set, opened and with every header checked.
 class SLUICE_API Checkpoint {
@@ -84,6 +88,23 @@ enum class LoadTarget : std::uint8_t {
 
 [[nodiscard]] SLUICE_API std::string_view to_string(LoadTarget t) noexcept;
 
+/// How tensors reach pageable host memory (LoadTarget::pageable_host, no caller buffers).
+enum class HostLoad : std::uint8_t {
+  /// mapped where the page cache holds every byte of the tensors (a probe per file), the files
+  /// are local, the configuration's cache_policy is not bypass, and LoadOptions::destination is
+  /// unset; else read. docs/paths.md, "Loads into host
+  /// memory".
+  automatic,
+  read,    ///< read into fresh memory (a copy the caller owns)
+  /// tensors view a private, copy-on-write mapping of the file (what safetensors does): no
+  /// copy, writes stay in this process. A tensor whose file offset is misaligned for its type
+  /// is copied into fresh memory instead. A file with no descriptor (remote) is a usage Error.
+  mapped,
+};
+
+[[nodiscard]] SLUICE_API std::string_view to_string(HostLoad h) noexcept;
+[[nodiscard]] SLUICE_API std::optional<HostLoad> parse_host_load(std::string_view s) noexcept;
+
 /// One tensor in memory.
 struct LoadedTensor {
   /// Its description, owned by the LoadedTensors that holds this tensor (a copy of the
@@ -96,6 +117,9 @@ struct LoadOptions {
   LoadTarget target = LoadTarget::device;
   std::shared_ptr<Device> device{};         ///< required for the device and pinned_host targets
   std::optional<Path> path{};               ///< as TransferOptions::path (unset: configuration)
+  /// Pageable host targets only: a private mapping of the file or a read into fresh memory.
+  /// Mapped tensors are aligned for their type as in the file, not to `alignment`.
+  HostLoad host_load = HostLoad::automatic;
   std::shared_ptr<const Config> config{};   ///< null: the process-wide configuration
   /// Names of the tensors to load; empty: all. An unknown name is a usage Error.
   std::vector<std::string> tensors{};
@@ -157,6 +181,7 @@ class SLUICE_API LoadedTensors {
   [[nodiscard]] const LoadedTensor* find(std::string_view name) const;
   /// Bytes loaded, wall time of the reads (allocation excluded), I/Os, and the path the bytes
   /// took with its reason; when reads took different paths the reason lists the bytes per path.
+  /// A mapped load: path mapped, seconds those of mapping (and populating the page table), 0 I/Os.
   [[nodiscard]] const TransferResult& result() const noexcept { return result_; }
   [[nodiscard]] LoadTarget target() const noexcept { return target_; }
   [[nodiscard]] const std::shared_ptr<Device>& device() const noexcept { return device_; }
@@ -166,9 +191,17 @@ class SLUICE_API LoadedTensors {
 
  private:
   friend SLUICE_API LoadedTensors load(const Checkpoint&, const LoadOptions&);
-  /// The one allocation the tensors live in (none with caller buffers), by target.
-  using Memory = std::variant<std::monostate, DeviceBuffer, PinnedBuffer, HostMapping>;
+  /// The one allocation the tensors live in (none with caller buffers), by target; for a mapped
+  /// load, one private mapping per file.
+  struct Mapped {
+    std::vector<FileMapping> files;
+    std::optional<HostMapping> copies;  ///< tensors misaligned for their type
+  };
+  using Memory = std::variant<std::monostate, DeviceBuffer, PinnedBuffer, HostMapping, Mapped>;
   [[nodiscard]] void* base() const noexcept;
+  /// A mapped load's tensors (docs/paths.md); internal, not exported.
+  SLUICE_LOCAL TransferResult map(const Checkpoint& cp, const LoadPlan& plan, const LoadOptions& o,
+                                  const detail::HostLoadChoice& choice);
 
   std::shared_ptr<Device> device_;
   LoadTarget target_ = LoadTarget::pageable_host;

@@ -13,7 +13,11 @@ enum class Path : std::uint8_t {
   bounce,  ///< file <-> pinned staging <-> device, pipelined
   posix,   ///< pread into pageable memory, then a synchronous copy
   direct,  ///< GPUDirect Storage through cuFile
+  /// Loads only: tensors view a private (copy-on-write) mapping of the file the page cache
+  /// holds; no bytes move. Never a transfer's path: not counted in stats, not a --path value.
+  mapped,
 };
+/// The transfer paths (host to direct), which stats count; mapped comes after them.
 inline constexpr std::size_t path_count = 4;
 
 [[nodiscard]] constexpr std::string_view to_string(Path p) noexcept {
@@ -22,6 +26,7 @@ inline constexpr std::size_t path_count = 4;
     case Path::bounce: return "bounce";
     case Path::posix: return "posix";
     case Path::direct: return "direct";
+    case Path::mapped: return "mapped";
   }
   return "?";
 }

@@ -103,11 +103,13 @@ class Tensor:
 
 def load(paths: Union[PathLike, Sequence[PathLike]], device: Device = "cpu", *,
          tensors: Union[None, str, Sequence[str]] = None, rank: Optional[int] = None,
-         world: Optional[int] = None) -> Dict[str, Tensor]:
+         world: Optional[int] = None, host_load: str = "auto") -> Dict[str, Tensor]:
     """Loads safetensors/.npy files, a sharded checkpoint's index JSON or a folder into `device`
     ("cpu", "pinned", "sim", "auto", "cuda", "cuda:N", an int N, a torch.device): {name: Tensor}.
     `tensors`: names to load (None: all). `rank`/`world`: this process's share (both or neither;
-    None: everything). docs/python.md, "Loading tensors"."""
+    None: everything). `host_load` ("cpu" only): "auto" (a private copy-on-write mapping of the
+    file where the page cache holds it, else a read), "read" (a copy), "mapped".
+    docs/python.md, "Loading tensors"."""
 
 
 def last_load_report() -> Optional[Result]:
@@ -127,10 +129,12 @@ class _Checkpoint:
     def keys(self) -> List[str]: ...
     def metadata(self) -> Optional[Dict[str, str]]: ...
     def load(self, device: Device = "cpu", *, tensors: Union[None, str, Sequence[str]] = None,
-             rank: Optional[int] = None, world: Optional[int] = None) -> Dict[str, Tensor]: ...
+             rank: Optional[int] = None, world: Optional[int] = None,
+             host_load: str = "auto") -> Dict[str, Tensor]: ...
     def describe(self, name: str) -> Tuple[str, Tuple[int, ...], bool, int]:
         """(dtype, shape, fortran_order, bits per element) of tensor `name`; ValueError when none."""
-    def load_part(self, name: str, first: int, count: int, device: Device = "cpu") -> Tensor:
+    def load_part(self, name: str, first: int, count: int, device: Device = "cpu",
+                  host_load: str = "auto") -> Tensor:
         """Elements [first, first + count) of tensor `name`, in storage order, as a 1-d Tensor on
         `device`: only their bytes are read."""
 

@@ -54,14 +54,17 @@ def _strided(flat: "_numpy.ndarray", offset: int, shape, strides) -> "_numpy.nda
     return view.copy(order="C")
 
 
-def load_file(filename) -> "dict[str, _numpy.ndarray]":
-    """As ``safetensors.numpy.load_file``: every tensor of ``filename`` in host memory."""
-    return {name: to_numpy(t) for name, t in _sluice.load(filename, "cpu").items()}
+def load_file(filename, *, host_load="auto") -> "dict[str, _numpy.ndarray]":
+    """As ``safetensors.numpy.load_file``: every tensor of ``filename`` in host memory; where the
+    page cache holds the file, writable views of a private (copy-on-write) mapping of it, as
+    safetensors' (``host_load``: "auto", "read" for a copy, "mapped"; docs/paths.md)."""
+    return {name: to_numpy(t) for name, t in _sluice.load(filename, "cpu", host_load=host_load).items()}
 
 
-def load(paths, device="cpu", *, tensors=None, rank=None, world=None) -> "dict[str, _numpy.ndarray]":
+def load(paths, device="cpu", *, tensors=None, rank=None, world=None,
+         host_load="auto") -> "dict[str, _numpy.ndarray]":
     """``sluice.load`` with NumPy values (device "cpu", "pinned" or "sim": host-readable memory)."""
-    loaded = _sluice.load(paths, device, tensors=tensors, rank=rank, world=world)
+    loaded = _sluice.load(paths, device, tensors=tensors, rank=rank, world=world, host_load=host_load)
     return {name: to_numpy(t) for name, t in loaded.items()}
 
 

@@ -64,15 +64,18 @@ def _strided(flat: "_torch.Tensor", offset: int, shape, strides) -> "_torch.Tens
     return view.contiguous()
 
 
-def load_file(filename, device="cpu") -> "dict[str, _torch.Tensor]":
+def load_file(filename, device="cpu", *, host_load="auto") -> "dict[str, _torch.Tensor]":
     """As ``safetensors.torch.load_file``: every tensor of ``filename`` on ``device`` ("cpu",
-    "cuda", "cuda:N", an int N, a torch.device; also sluice's "sim" and "pinned")."""
-    return {name: to_torch(t) for name, t in _sluice.load(filename, device).items()}
+    "cuda", "cuda:N", an int N, a torch.device; also sluice's "sim" and "pinned"). On "cpu", where
+    the page cache holds the file, the tensors view a private (copy-on-write) mapping of it as
+    safetensors' do (``host_load``: "auto", "read" for a copy, "mapped"; docs/paths.md)."""
+    return {name: to_torch(t) for name, t in _sluice.load(filename, device, host_load=host_load).items()}
 
 
-def load(paths, device="cpu", *, tensors=None, rank=None, world=None) -> "dict[str, _torch.Tensor]":
+def load(paths, device="cpu", *, tensors=None, rank=None, world=None,
+         host_load="auto") -> "dict[str, _torch.Tensor]":
     """``sluice.load`` with torch.Tensor values: files, indexes and folders, a subset, a share."""
-    loaded = _sluice.load(paths, device, tensors=tensors, rank=rank, world=world)
+    loaded = _sluice.load(paths, device, tensors=tensors, rank=rank, world=world, host_load=host_load)
     return {name: to_torch(t) for name, t in loaded.items()}
 
 

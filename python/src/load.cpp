@@ -41,12 +41,18 @@ struct Share {
   std::optional<std::vector<std::string>> tensors;
   std::optional<int> rank;
   std::optional<int> world;
+  std::string host_load = "auto";
 };
 
 LoadOptions make_options(const Target& t, const Share& s) {
   LoadOptions o;
   o.target = t.target;
   o.device = t.device;
+  const std::optional<HostLoad> host_load = parse_host_load(s.host_load);
+  if (!host_load) {
+    throw py::value_error("host_load must be 'auto', 'read' or 'mapped', not '" + s.host_load + "'");
+  }
+  o.host_load = *host_load;
   if (s.tensors) o.tensors = *s.tensors;
   if (s.rank.has_value() != s.world.has_value())
     throw py::value_error("rank and world go together");
@@ -105,10 +111,12 @@ constexpr const char* kLoadDoc =
     "simulated GPU), 'cuda', 'cuda:N', 'auto', an int N (cuda:N) or a torch.device. `tensors`: "
     "names to load "
     "(None: all). `rank`/`world`: load only this process's share (both or neither; None: "
-    "everything). The "
-    "tensors of one call share one allocation, freed when the last of them (and of the framework "
-    "tensors made "
-    "from them) goes. sluice.last_load_report() says the path the bytes took and why.";
+    "everything). `host_load` (device 'cpu' only): 'auto' (the default: where the page cache holds "
+    "the files, the tensors view a private copy-on-write mapping of them, as safetensors' do; "
+    "else a read into fresh memory), 'read' (always a copy in fresh memory) or 'mapped' (always "
+    "the mapping). The tensors of one call share one allocation (or mapping), freed when the last "
+    "of them (and of the framework tensors made from them) goes. sluice.last_load_report() says "
+    "the path the bytes took ('mapped' for the mapping) and why.";
 
 void bind_checkpoint(py::module_& m) {
   py::class_<Checkpoint>(m, "_Checkpoint",
@@ -132,11 +140,12 @@ void bind_checkpoint(py::module_& m) {
       .def(
           "load",
           [](const Checkpoint& cp, const py::object& device, const py::object& tensors,
-             std::optional<int> rank, std::optional<int> world) {
-            return load_checkpoint(cp, device, {tensor_names(tensors), rank, world});
+             std::optional<int> rank, std::optional<int> world, const std::string& host_load) {
+            return load_checkpoint(cp, device, {tensor_names(tensors), rank, world, host_load});
           },
           py::arg("device") = "cpu", py::kw_only(), py::arg("tensors") = py::none(),
-          py::arg("rank") = py::none(), py::arg("world") = py::none())
+          py::arg("rank") = py::none(), py::arg("world") = py::none(),
+          py::arg("host_load") = "auto")
       .def(
           "describe",
           [](const Checkpoint& cp, const std::string& name) {
@@ -150,12 +159,13 @@ void bind_checkpoint(py::module_& m) {
       .def(
           "load_part",
           [](const Checkpoint& cp, const std::string& name, std::uint64_t first,
-             std::uint64_t count, const py::object& device) {
+             std::uint64_t count, const py::object& device, const std::string& host_load) {
             const Checkpoint part = cp.part(name, first, count);  // no I/O: the GIL stays
-            const py::dict one = load_checkpoint(part, device, {});
+            const py::dict one = load_checkpoint(part, device, {std::nullopt, std::nullopt, std::nullopt, host_load});
             return py::object(one[py::str(name)]);  // not the accessor: it refers to `one`
           },
           py::arg("name"), py::arg("first"), py::arg("count"), py::arg("device") = "cpu",
+          py::arg("host_load") = "auto",
           "Elements [first, first + count) of tensor `name`, in storage order, as a 1-d "
           "sluice.Tensor "
           "on `device`: only their bytes are read (Checkpoint::part).");
@@ -168,13 +178,14 @@ void bind_load(py::module_& m) {
   m.def(
       "load",
       [](const py::object& paths, const py::object& device, const py::object& tensors,
-         std::optional<int> rank, std::optional<int> world) {
-        const Share share{tensor_names(tensors), rank, world};
+         std::optional<int> rank, std::optional<int> world, const std::string& host_load) {
+        const Share share{tensor_names(tensors), rank, world, host_load};
         const Checkpoint cp = open_checkpoint(paths);
         return load_checkpoint(cp, device, share);
       },
       py::arg("paths"), py::arg("device") = "cpu", py::kw_only(), py::arg("tensors") = py::none(),
-      py::arg("rank") = py::none(), py::arg("world") = py::none(), kLoadDoc);
+      py::arg("rank") = py::none(), py::arg("world") = py::none(), py::arg("host_load") = "auto",
+      kLoadDoc);
   m.def(
       "last_load_report", []() -> std::optional<TransferResult> { return t_last_load_report; },
       "The Result of this thread's last successful load (bytes, path, reason, seconds, ios, "

@@ -271,7 +271,7 @@ def test_get_slice_of_column_major_npy_and_the_errors(tmp_path):
 def test_tensors_describe_themselves_and_export_through_dlpack(tmp_path):
     path = model_file(tmp_path / "m.safetensors", ["F32", "I16", "U8"])
     want, _ = read_safetensors(path)
-    got = sluice.load(path)
+    got = sluice.load(path, host_load="read")  # mapped loads: test_cpu_loads_of_a_cached_file_...
     assert list(got) == list(want)  # file order
     for name, (dtype, shape, data) in want.items():
         t = got[name]
@@ -440,6 +440,101 @@ def test_drop_in_results_keep_their_memory_alive(tmp_path):
     del t, a
     gc.collect()
     assert sluice.loaded_bytes_in_use() == before
+
+
+# --- Mapped loads (docs/paths.md, "Loads into host memory") ------------------------------------
+
+def _cache(path):
+    """Reads the file through the page cache (it was just written, so it should be there)."""
+    with open(path, "rb") as f:
+        while f.read(1 << 20):
+            pass
+
+
+def test_cpu_loads_of_a_cached_file_view_a_private_mapping(tmp_path):
+    torch = need("torch")
+    import sluice.numpy
+    import sluice.torch
+
+    # U8 first: every tensor after it lies misaligned for its type, and is copied.
+    path = model_file(tmp_path / "m.safetensors", ["U8"] + [d for d in TORCH_DTYPES if d != "U8"])
+    np_path = model_file(tmp_path / "np.safetensors", ["U8"] + [d for d in NUMPY_TYPES if d != "U8"])
+    loads = {
+        "torch": (path, lambda: sluice.torch.load_file(path, device="cpu")),
+        "numpy": (np_path, lambda: sluice.numpy.load_file(np_path)),
+        "safe_open": (path, lambda: {k: sluice.safe_open(path, "pt").get_tensor(k) for k in ["f32.5", "u8.5"]}),
+    }
+    for how, (path, fn) in loads.items():
+        with open(path, "rb") as f:
+            file_bytes = f.read()
+        _cache(path)
+        got = fn()
+        report = sluice.last_load_report()
+        assert report.path == "mapped", (how, report.reason)
+        assert "private (copy-on-write) mapping" in report.reason, how
+        assert report.ios == 0, how
+        if how == "torch":
+            assert_torch_equal(got, path)
+        want, _ = read_safetensors(path)
+
+        def raw(t):  # the tensor's bytes, as a writable uint8 view of its memory
+            return t.reshape(-1).view(np.uint8) if how == "numpy" else t.reshape(-1).view(torch.uint8).numpy()
+
+        for name, t in got.items():
+            assert raw(t).tobytes() == want[name][2], (how, name)
+        for t in got.values():  # writable, copy-on-write: the file keeps its bytes
+            raw(t)[:] = 0x5A
+        with open(path, "rb") as f:
+            assert f.read() == file_bytes, f"{how}: a write to a mapped tensor reached the file"
+        again = sluice.load(path, tensors=list(got))  # a new load sees the file
+        assert all(bytes(np.from_dlpack(again[n].view_bytes())) == want[n][2] for n in got), how
+
+
+def test_mapped_tensors_outlive_their_handle_and_unmap_with_the_last(tmp_path):
+    torch = need("torch")
+    path = model_file(tmp_path / "m.safetensors", ["F32", "I64"])
+    want, _ = read_safetensors(path)
+    gc.collect()
+    before = sluice.loaded_bytes_in_use()
+    with sluice.safe_open(path, "pt") as f:
+        t = f.get_tensor("f32.5")
+    assert sluice.last_load_report().path in ("mapped", "host")
+    kept = sluice.torch.load(path, host_load="mapped")["i64.5"]
+    assert sluice.last_load_report().path == "mapped"
+    os.unlink(path)  # the mapping holds the file's pages
+    gc.collect()
+    assert sluice.loaded_bytes_in_use() > before
+    assert torch.equal(t, reference_torch(*want["f32.5"]))
+    assert torch.equal(kept, reference_torch(*want["i64.5"]))
+    del t, kept
+    gc.collect()
+    assert sluice.loaded_bytes_in_use() == before, "unmapped with the last tensor"
+
+
+def test_read_asked_cold_files_and_other_devices_are_not_mapped(tmp_path):
+    path = model_file(tmp_path / "m.safetensors", ["F32", "I16"])
+    want, _ = read_safetensors(path)
+    got = sluice.load(path, host_load="read")
+    assert sluice.last_load_report().path == "host"
+    assert bytes(np.from_dlpack(got["f32.5"].view_bytes())) == want["f32.5"][2]
+    sluice.load(path, "sim")
+    assert sluice.last_load_report().path != "mapped"
+    sluice.load(path, "pinned")
+    assert sluice.last_load_report().path == "host"
+    with pytest.raises(ValueError, match="host_load"):
+        sluice.load(path, host_load="copy")
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fdatasync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+    got = sluice.load(path)
+    report = sluice.last_load_report()
+    if report.path == "mapped":
+        pytest.skip("the page cache kept the file's pages (tmpfs?)")
+    assert report.path == "host" and "not mapped: the page cache holds" in report.reason, report.reason
+    assert bytes(np.from_dlpack(got["i16.5"].view_bytes())) == want["i16.5"][2]
 
 
 # --- Errors -------------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ std::size_t mapped_size(std::size_t bytes) {
 
 }  // namespace
 
-void* map_host_memory(std::size_t bytes, bool huge_pages) {
+void* map_host_memory(std::size_t bytes, bool huge_pages, bool populate) {
   const std::size_t size = mapped_size(bytes);
   // Over-map by one huge page and trim, so the region starts on a 2 MiB boundary.
   const std::size_t span = huge_pages && size >= huge ? size + huge : size;
@@ -44,7 +44,7 @@ void* map_host_memory(std::size_t bytes, bool huge_pages) {
   }
   // Populate now (cheaper in one call than fault by fault, and outside any timed I/O); kernels
   // before 5.14 lack MADV_POPULATE_WRITE, so touch the pages instead.
-  if (::madvise(p, size, MADV_POPULATE_WRITE) != 0) std::memset(p, 0, size);
+  if (populate && ::madvise(p, size, MADV_POPULATE_WRITE) != 0) std::memset(p, 0, size);
   return p;
 }
 

@@ -105,6 +105,22 @@ std::string_view to_string(LoadTarget t) noexcept {
   return "?";
 }
 
+std::string_view to_string(HostLoad h) noexcept {
+  switch (h) {
+    case HostLoad::automatic: return "auto";
+    case HostLoad::read: return "read";
+    case HostLoad::mapped: return "mapped";
+  }
+  return "?";
+}
+
+std::optional<HostLoad> parse_host_load(std::string_view s) noexcept {
+  for (auto h : {HostLoad::automatic, HostLoad::read, HostLoad::mapped}) {
+    if (to_string(h) == s) return h;
+  }
+  return std::nullopt;
+}
+
 void Checkpoint::add(TensorFileLayout layout, std::unique_ptr<File> file) {
   const std::size_t index = layouts_.size();
   for (TensorInfo& t : layout.tensors) t.file_index = index;

@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "mapped.hpp"
 #include "memory_hash.hpp"
 #include "sluice/error.hpp"
 #include "sluice/host_memory.hpp"
@@ -35,7 +36,8 @@ Memory allocate(LoadTarget target, const std::shared_ptr<Device>& dev, std::uint
   switch (target) {
     case LoadTarget::device: return Memory(std::in_place_type<DeviceBuffer>, dev, n);
     case LoadTarget::pinned_host: return Memory(std::in_place_type<PinnedBuffer>, dev, n);
-    case LoadTarget::pageable_host: return Memory(std::in_place_type<HostMapping>, n);
+    // Not populated here: the reads fault the pages in, on their workers (host_memory.hpp).
+    case LoadTarget::pageable_host: return Memory(std::in_place_type<HostMapping>, n, true, false);
   }
   return {};
 }
@@ -188,6 +190,7 @@ void* LoadedTensors::base() const noexcept {
     void* operator()(const DeviceBuffer& m) const noexcept { return m.data(); }
     void* operator()(const PinnedBuffer& m) const noexcept { return m.data(); }
     void* operator()(const HostMapping& m) const noexcept { return m.get(); }
+    void* operator()(const Mapped&) const noexcept { return nullptr; }
   };
   return std::visit(Base{}, memory_);
 }
@@ -205,11 +208,36 @@ std::uint64_t LoadedTensors::xxh3(const LoadedTensor& t) const {
 
 std::uint64_t loaded_bytes_in_use() noexcept { return g_loaded_bytes.load(std::memory_order_relaxed); }
 
+// The tensors of a mapped load: views of private mappings of their files, handed out at once.
+TransferResult LoadedTensors::map(const Checkpoint& cp, const LoadPlan& plan, const LoadOptions& o,
+                                  const detail::HostLoadChoice& choice) {
+  const auto t0 = Clock::now();
+  detail::MappedFiles files = detail::map_plan(cp, plan, choice.all_cached);
+  counted_ = count_loaded(std::max<std::uint64_t>(files.mapped_bytes, 1));
+  for (std::size_t i = 0; i < plan.tensors.size(); ++i) {
+    tensors_[i].info = &infos_[i];
+    tensors_[i].data = files.data[i];
+    by_name_.emplace(infos_[i].name, i);
+  }
+  memory_ = Mapped{std::move(files.maps), std::move(files.copies)};
+  TransferResult r;
+  r.bytes = plan.bytes;
+  r.cached_bytes = plan.bytes;
+  r.path = Path::mapped;
+  r.reason = choice.reason;
+  r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  if (o.on_tensor) {
+    for (const LoadedTensor& t : tensors_) o.on_tensor(t);
+  }
+  return r;
+}
+
 LoadedTensors load(const Checkpoint& cp, const LoadOptions& o) {
   const LoadPlan plan = plan_load(cp, o);
   if (o.target != LoadTarget::pageable_host && !o.device) {
     throw_usage_error({.op = "load"}, fmt::format("target {} needs a device (LoadOptions::device)", to_string(o.target)));
   }
+  const detail::HostLoadChoice choice = detail::choose_host_load(cp, plan, o);
   LoadedTensors out;
   out.device_ = o.device;
   out.target_ = o.target;
@@ -217,6 +245,10 @@ LoadedTensors load(const Checkpoint& cp, const LoadOptions& o) {
   out.infos_.reserve(plan.tensors.size());
   for (const TensorInfo* ti : plan.tensors) out.infos_.push_back(*ti);
   out.tensors_.resize(plan.tensors.size());
+  if (choice.mapped) {
+    out.result_ = out.map(cp, plan, o, choice);
+    return out;
+  }
   if (!o.destination) {
     out.memory_ = allocate<LoadedTensors::Memory>(o.target, o.device, plan.allocation_bytes);
     out.counted_ = count_loaded(std::max<std::uint64_t>(plan.allocation_bytes, 1));
@@ -238,6 +270,8 @@ LoadedTensors load(const Checkpoint& cp, const LoadOptions& o) {
 
   ReadWindow reads(cp, plan, o, out.tensors_, out.base());
   out.result_ = reads.run();
+  // Why not mapped, where it could have been (pageable host memory).
+  if (!choice.reason.empty()) out.result_.reason += "; " + choice.reason;
   return out;
 }
 

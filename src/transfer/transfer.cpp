@@ -155,7 +155,8 @@ TransferResult run_chosen(IoOp op, const File& file, std::byte* buf, std::uint64
       r.reason = "auto: direct unavailable: " + refusal.why + "; " + r.reason;
       return r;
     }
-    case Path::host: break;
+    case Path::host:
+    case Path::mapped: break;  // never chosen for a transfer
   }
   return {};
 }

@@ -117,7 +117,21 @@ TEST_F(LoadCli, SafetensorsChecksumsMatchTheFile) {
   Truth truth;
   add_safetensors_truth(truth, f, ts);
   EXPECT_EQ(check_checksums({f}, "--device sim", truth), ts.size());
-  EXPECT_EQ(check_checksums({f}, "--memory host --max-read 4K", truth), ts.size());
+  EXPECT_EQ(check_checksums({f}, "--memory host --max-read 4K --host-load read", truth), ts.size());
+  EXPECT_EQ(check_checksums({f}, "--path host --host-load mapped", truth), ts.size());
+  // --host-load reaches the loader: the summary names the path (auto: mapped_load_test).
+  for (const char* h : {"read", "mapped"}) {
+    const CliRun r = sluice(shell_quote(f) + " --memory host --json --host-load " + h);
+    ASSERT_EQ(r.rc, 0) << r.err;
+    const auto s = nlohmann::json::parse(r.out).at("summary");
+    EXPECT_EQ(s.at("path"), std::string(h) == "read" ? "host" : "mapped") << s;
+  }
+  EXPECT_NE(sluice(shell_quote(f) + " --memory host --host-load copy").rc, 0);
+  // --device host: pageable host memory, the same decision (python's device="cpu").
+  const CliRun dh = sluice(shell_quote(f) + " --device host --host-load mapped --json");
+  ASSERT_EQ(dh.rc, 0) << dh.err;
+  EXPECT_EQ(nlohmann::json::parse(dh.out).at("summary").at("path"), "mapped");
+  EXPECT_EQ(sluice(shell_quote(f) + " --device host --memory pinned").rc, 2);
   EXPECT_EQ(check_checksums({f}, "--memory pinned --device sim --alignment 4096", truth), ts.size());
   EXPECT_EQ(check_checksums({f}, "--device sim --path posix", truth), ts.size());
 
@@ -151,7 +165,8 @@ TEST_F(LoadCli, CachePolicyAndHowMuchTheCacheServed) {
   // a (and b's first page), pinned (test::pin_resident) so the summary below is exact.
   const test::PinnedRange pin = test::pin_resident(f, 0, b_at);
   auto summary = [&](const std::string& extra) {
-    const CliRun r = sluice(shell_quote(f) + " --memory host --max-read 4M --json " + extra);
+    // --host-load read: half cached, auto would map (mapped_load_test); this is about reads.
+    const CliRun r = sluice(shell_quote(f) + " --memory host --host-load read --max-read 4M --json " + extra);
     EXPECT_EQ(r.rc, 0) << r.err;
     return nlohmann::json::parse(r.out).at("summary");
   };
@@ -165,7 +180,7 @@ TEST_F(LoadCli, CachePolicyAndHowMuchTheCacheServed) {
   EXPECT_NE(why.find("O_DIRECT"), std::string::npos) << why;
   Truth truth;
   add_safetensors_truth(truth, f, ts);
-  EXPECT_EQ(check_checksums({f}, "--memory host --max-read 4M --cache-policy auto", truth), ts.size());
+  EXPECT_EQ(check_checksums({f}, "--memory host --host-load read --max-read 4M --cache-policy auto", truth), ts.size());
   EXPECT_EQ(check_checksums({f}, "--device sim --cache-policy use", truth), ts.size());
 }
 

@@ -162,6 +162,7 @@ TEST_F(Loader, LoadsEveryTargetWithEveryByteRight) {
     for (std::uint64_t max_read : {std::uint64_t{4096}, 64 * MiB}) {
       LoadOptions o;
       o.target = target;
+      o.host_load = HostLoad::read;  // the files are cached: auto would map (MappedLoads below)
       o.device = dev;
       o.max_read = max_read;
       o.inflight_bytes = 3 * max_read;
@@ -266,6 +267,7 @@ TEST_F(Loader, LoadedBytesInUseCountsEachAllocationUntilItsLastOwnerGoes) {
   const std::uint64_t before = loaded_bytes_in_use();
   LoadOptions o;
   o.target = LoadTarget::pageable_host;
+  o.host_load = HostLoad::read;
   const LoadPlan plan = plan_load(cp, o);
   std::optional<LoadedTensors> host(load(cp, o));
   EXPECT_EQ(loaded_bytes_in_use(), before + plan.allocation_bytes);

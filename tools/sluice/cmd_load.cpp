@@ -35,6 +35,7 @@ struct LoadArgs {
   std::string max_read = "64M";
   std::string inflight = "256M";
   std::string cache_policy;
+  std::string host_load = "auto";
   bool json = false;
   bool checksum = false;
   bool list = false;
@@ -62,8 +63,15 @@ class Progress {
   ProgressLine line_;
 };
 
-// The memory tensors go to: --memory (default device), pageable host memory under --path host.
+// The memory tensors go to: --memory (default device), pageable host memory under --path host
+// or --device host (as Python's device="cpu").
 LoadTarget load_target(const LoadArgs& a, std::optional<Path> path) {
+  if (a.device == "host") {
+    if (!a.memory.empty() && memory_option(a.memory) != MemoryKind::pageable_host) {
+      throw UsageError("--device host loads into pageable host memory, not --memory " + a.memory);
+    }
+    return LoadTarget::pageable_host;
+  }
   const MemoryKind memory = a.memory.empty() ? MemoryKind::device : memory_option(a.memory);
   if (path == Path::host && memory == MemoryKind::device) {
     if (!a.memory.empty() || !a.device.empty()) throw UsageError("--path host loads into host memory, not --memory device");
@@ -89,7 +97,8 @@ LoadOptions load_options(const LoadArgs& a, const LoadShare& share, const Cluste
   o.tensors = a.tensors;
   o.path = forced_path(setting_value(&Config::path, "path", a.path));
   o.target = load_target(a, o.path);
-  if (o.target != LoadTarget::pageable_host || !a.device.empty()) {
+  o.host_load = *parse_host_load(a.host_load);  // checked by the option's validator
+  if (a.device != "host" && (o.target != LoadTarget::pageable_host || !a.device.empty())) {
     o.device = a.device.empty() ? open_device(config()->device) : open_device(expand_placeholders(a.device, env));
   }
   return o;
@@ -131,6 +140,7 @@ struct Finished {
     return r.seconds > 0 ? static_cast<double>(r.bytes) / static_cast<double>(GiB) / r.seconds : 0.0;
   }
   [[nodiscard]] std::string where() const {
+    if (done.loaded.result().path == Path::mapped) return "pageable host memory (a private mapping of the files)";
     return options.device ? fmt::format("{} memory of {}", to_string(options.target), options.device->info().name)
                           : std::string("pageable host memory");
   }
@@ -226,12 +236,17 @@ Runner add_load_command(CLI::App& app) {
   auto args = std::make_shared<LoadArgs>();
   auto* cmd = app.add_subcommand("load", "Load safetensors and .npy files (or a sharded checkpoint) into GPU or host memory");
   cmd->add_option("PATH", args->paths, "files, a *.safetensors.index.json, or folders")->required();
-  cmd->add_option("--device", args->device, "the GPU: auto (first CUDA GPU, else sim), sim, cuda:N (default: configured device)");
+  cmd->add_option("--device", args->device, "the GPU: auto (first CUDA GPU, else sim), sim, cuda:N (default: configured device); host: pageable host memory, no GPU");
   cmd->add_option("--path", args->path, "transfer path: auto | direct | bounce | posix | host")
       ->capture_default_str()
       ->check(setting_validator("path"));
   cmd->add_option("--memory", args->memory, memory_option_help("default device; pageable under --path host"));
   add_cache_policy_option(cmd, args->cache_policy);
+  cmd->add_option("--host-load", args->host_load,
+                  "pageable host memory: auto (mapped where the page cache holds the files, else read) | read "
+                  "(a copy in fresh memory) | mapped (views of a private mapping of the file)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "read", "mapped"}));
   cmd->add_option("--tensors", args->tensors, "load only these tensors (comma-separated names)")->delimiter(',');
   cmd->add_option("--rank", args->rank, "this process's rank (with --world)");
   cmd->add_option("--world", args->world, "number of ranks sharing the load");
