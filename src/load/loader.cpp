@@ -4,6 +4,8 @@
 #include <deque>
 #include <exception>
 #include <map>
+#include <optional>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -11,6 +13,7 @@
 #include "sluice/error.hpp"
 #include "sluice/host_memory.hpp"
 #include "sluice/load.hpp"
+#include "sluice/remote.hpp"
 #include "transfer/transfer_promise.hpp"
 
 namespace sluice {
@@ -101,7 +104,10 @@ class ReadWindow {
     }
     total_.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
     if (failure_) std::rethrow_exception(failure_);
-    if (by_path_.empty()) {
+    if (remote_bytes_ > 0) {
+      total_.reason = remote_reason();
+      total_.path = o_.target == LoadTarget::device ? Path::bounce : Path::host;
+    } else if (by_path_.empty()) {
       total_.path = o_.target == LoadTarget::device ? Path::bounce : Path::host;
       total_.reason = "nothing to read";
     } else {
@@ -121,6 +127,18 @@ class ReadWindow {
     return base + r.dest_offset;
   }
 
+  // One read of a URL, on this thread: its parts go out in flight together (RemoteReader), straight
+  // into host memory, or for device memory into a host buffer and then copied (the transfer
+  // pipeline does not take a remote source yet: docs/remote.md, "the seam").
+  TransferResult read_remote(RemoteReader& remote, const LoadRead& r) {
+    if (o_.target != LoadTarget::device) return remote.read(dest_of(r), r.size, r.offset);
+    if (!staging_ || staging_->size() < r.size) staging_.emplace(static_cast<std::size_t>(r.size));
+    TransferResult res = remote.read(staging_->get(), r.size, r.offset);
+    o_.device->copy_to_device(dest_of(r), staging_->get(), static_cast<std::size_t>(res.bytes));
+    res.path = Path::bounce;
+    return res;
+  }
+
   // Reads while within the budget (always at least one in flight).
   void issue() {
     while (!failure_ && next_ < plan_.reads.size() &&
@@ -129,6 +147,13 @@ class ReadWindow {
       TransferFuture f;
       if (r.size == 0) {
         f = detail::ready_future({});
+      } else if (RemoteReader* remote = cp_.remote(r.file_index)) {
+        try {
+          f = detail::ready_future(read_remote(*remote, r));
+        } catch (...) {
+          failure_ = std::current_exception();
+          break;
+        }
       } else {
         f = read_async(cp_.file(r.file_index), dest_of(r), r.size, r.offset, topts_);
       }
@@ -152,7 +177,12 @@ class ReadWindow {
                      .has_range = true},
                     fmt::format("the file ended after {} of these bytes: it shrank after its header was read", res.bytes));
       }
-      if (r.size > 0) {
+      if (r.size > 0 && cp_.remote(r.file_index) != nullptr) {
+        remote_bytes_ += res.bytes;
+        remote_files_.insert(r.file_index);
+        total_.bytes += res.bytes;
+        total_.ios += res.ios;
+      } else if (r.size > 0) {
         by_path_[res.path].add(res);
         total_.bytes += res.bytes;
         total_.ios += res.ios;
@@ -175,7 +205,21 @@ class ReadWindow {
   std::deque<InFlight> window_;
   std::uint64_t inflight_ = 0;
   std::size_t next_ = 0;
+  // The readers' reasons (their requests so far, the header's included), then, when local files
+  // were read too, their bytes by path.
+  [[nodiscard]] std::string remote_reason() const {
+    std::string reason;
+    for (std::size_t fi : remote_files_) reason += (reason.empty() ? "" : "; ") + cp_.remote(fi)->reason();
+    if (o_.target == LoadTarget::device) reason += ", staged in host memory then copied to the device";
+    if (by_path_.empty()) return reason;
+    Path main = Path::host;
+    return fmt::format("mixed: remote {} ({}); {}", format_size(remote_bytes_), reason, path_summary(by_path_, &main));
+  }
+
   std::map<Path, PathTally> by_path_;
+  std::uint64_t remote_bytes_ = 0;
+  std::set<std::size_t> remote_files_;
+  std::optional<HostMapping> staging_;
   TransferResult total_;
   std::exception_ptr failure_;
 };
@@ -190,6 +234,10 @@ void* LoadedTensors::base() const noexcept {
     void* operator()(const HostMapping& m) const noexcept { return m.get(); }
   };
   return std::visit(Base{}, memory_);
+}
+
+std::string_view LoadedTensors::path_name() const noexcept {
+  return remote_ ? std::string_view("remote") : to_string(result_.path);
 }
 
 const LoadedTensor* LoadedTensors::find(std::string_view name) const {
@@ -238,6 +286,7 @@ LoadedTensors load(const Checkpoint& cp, const LoadOptions& o) {
 
   ReadWindow reads(cp, plan, o, out.tensors_, out.base());
   out.result_ = reads.run();
+  out.remote_ = out.result_.reason.starts_with("remote:");
   return out;
 }
 
