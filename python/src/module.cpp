@@ -6,6 +6,7 @@
 #include "errors.hpp"
 #include "files.hpp"
 #include "load.hpp"
+#include "remote.hpp"
 #include "save.hpp"
 #include "tensors.hpp"
 
@@ -18,4 +19,5 @@ PYBIND11_MODULE(_sluice, m) {
   sluice::python::bind_load(m);
   sluice::python::bind_save(m);
   sluice::python::bind_data(m);
+  sluice::python::bind_remote(m);
 }
