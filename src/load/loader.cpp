@@ -127,16 +127,53 @@ class ReadWindow {
     return base + r.dest_offset;
   }
 
-  // One read of a URL, on this thread: its parts go out in flight together (RemoteReader), straight
-  // into host memory, or for device memory into a host buffer and then copied (the transfer
-  // pipeline does not take a remote source yet: docs/remote.md, "the seam").
-  TransferResult read_remote(RemoteReader& remote, const LoadRead& r) {
-    if (o_.target != LoadTarget::device) return remote.read(dest_of(r), r.size, r.offset);
-    if (!staging_ || staging_->size() < r.size) staging_.emplace(static_cast<std::size_t>(r.size));
-    TransferResult res = remote.read(staging_->get(), r.size, r.offset);
-    o_.device->copy_to_device(dest_of(r), staging_->get(), static_cast<std::size_t>(res.bytes));
-    res.path = Path::bounce;
-    return res;
+  // The reads from next_ on that one remote read can bring in together: back to back in the same
+  // object and in memory, up to in_flight x part_size bytes (every request slot of the reader
+  // busy, not max_read's share of them).
+  std::size_t remote_run(const RemoteReader& remote) const {
+    const LoadRead& first = plan_.reads[next_];
+    const std::uint64_t limit = std::uint64_t{remote.options().in_flight} * remote.options().part_size;
+    std::uint64_t bytes = first.size;
+    std::size_t end = next_ + 1;
+    for (; end < plan_.reads.size(); ++end) {
+      const LoadRead& prev = plan_.reads[end - 1];
+      const LoadRead& r = plan_.reads[end];
+      if (r.size == 0 || r.file_index != first.file_index || r.offset != prev.offset + prev.size ||
+          dest_of(r) != dest_of(prev) + prev.size || bytes + r.size > limit) {
+        break;
+      }
+      bytes += r.size;
+    }
+    return end;
+  }
+
+  // Reads [next_, end) of a URL on this thread, as one RemoteReader read (parts in flight together),
+  // straight into host memory, or for device memory into a host buffer and then copied (the
+  // transfer pipeline does not take a remote source yet: docs/remote.md, "the seam"). Each read
+  // gets a completed future with its share of the bytes (a short object leaves the last short).
+  void issue_remote(RemoteReader& remote) {
+    const std::size_t end = remote_run(remote);
+    const LoadRead& first = plan_.reads[next_];
+    const LoadRead& last = plan_.reads[end - 1];
+    const std::uint64_t size = last.offset + last.size - first.offset;
+    TransferResult res;
+    if (o_.target != LoadTarget::device) {
+      res = remote.read(dest_of(first), size, first.offset);
+    } else {
+      if (!staging_ || staging_->size() < size) staging_.emplace(static_cast<std::size_t>(size));
+      res = remote.read(staging_->get(), size, first.offset);
+      o_.device->copy_to_device(dest_of(first), staging_->get(), static_cast<std::size_t>(res.bytes));
+      res.path = Path::bounce;
+    }
+    std::uint64_t left = res.bytes;
+    for (; next_ < end; ++next_) {
+      TransferResult share = res;
+      share.bytes = std::min(left, plan_.reads[next_].size);
+      share.ios = next_ + 1 == end ? res.ios : 0;
+      left -= share.bytes;
+      window_.push_back({next_, detail::ready_future(std::move(share))});
+      inflight_ += plan_.reads[next_].size;
+    }
   }
 
   // Reads while within the budget (always at least one in flight).
@@ -149,11 +186,11 @@ class ReadWindow {
         f = detail::ready_future({});
       } else if (RemoteReader* remote = cp_.remote(r.file_index)) {
         try {
-          f = detail::ready_future(read_remote(*remote, r));
+          issue_remote(*remote);
         } catch (...) {
           failure_ = std::current_exception();
-          break;
         }
+        continue;
       } else {
         f = read_async(cp_.file(r.file_index), dest_of(r), r.size, r.offset, topts_);
       }
