@@ -151,3 +151,14 @@ def test_torch_load_file_from_a_url(www):
     got = sluice.torch.load_file(url("m.safetensors"), device="cpu")
     for name, t in tensors.items():
         assert torch.equal(got[name], torch.from_numpy(t))
+
+
+def test_safe_open_of_a_url_reads_tensors_and_slices(www):
+    np = need("numpy")
+    root, url = www
+    tensors = _write_model(root / "m.safetensors", np)
+    with sluice.safe_open(url("m.safetensors"), "np") as f:
+        assert sorted(f.keys()) == sorted(tensors)
+        assert np.array_equal(f.get_tensor("c"), tensors["c"])
+        assert np.array_equal(f.get_slice("a")[10:20], tensors["a"][10:20])
+    assert sluice.last_load_report().reason.startswith("remote:")
