@@ -37,6 +37,8 @@ namespace detail {
 struct HostLoadChoice;
 }  // namespace detail
 
+class RemoteReader;
+
 /// The tensor files of one model or data set, opened and with every header checked.
 class SLUICE_API Checkpoint {
  public:
@@ -45,6 +47,10 @@ class SLUICE_API Checkpoint {
   /// names, relative to the index's folder), or a folder (its model.safetensors.index.json when
   /// there is one, else every .safetensors and .npy file in it, by name). Tensor names must be
   /// unique across all files. Throws an Error naming the file and field on any bad input.
+  /// A path may be a URL (http://, https://, s3://; docs/remote.md) of a .safetensors or .npy
+  /// object or of a `*.index.json` (its shards relative to the index's URL): its header comes by
+  /// one ranged read of the first MiB (a second only for a larger header), and load() reads its
+  /// tensors with a RemoteReader.
   [[nodiscard]] static Checkpoint open(std::span<const std::string> paths);
 
   Checkpoint() = default;
@@ -57,7 +63,10 @@ class SLUICE_API Checkpoint {
   [[nodiscard]] const TensorInfo* find(std::string_view name) const;
   /// find(), or a usage Error naming the tensor when there is none.
   [[nodiscard]] const TensorInfo& at(std::string_view name) const;
-  [[nodiscard]] const File& file(std::size_t index) const { return *files_.at(index); }
+  /// The open file `index`; a usage Error for a remote one (see remote()).
+  [[nodiscard]] const File& file(std::size_t index) const;
+  /// The reader of file `index` when it is a URL, else null. Not thread-safe (one read at a time).
+  [[nodiscard]] RemoteReader* remote(std::size_t index) const;
   [[nodiscard]] std::uint64_t total_bytes() const noexcept;
 
   /// A checkpoint of part of one tensor: elements [first, first + count) of tensor `name`, in
@@ -70,11 +79,13 @@ class SLUICE_API Checkpoint {
                                 std::uint64_t count) const;
 
  private:
-  void add(TensorFileLayout layout, std::unique_ptr<File> file);
+  void add(TensorFileLayout layout, std::unique_ptr<File> file,
+           std::shared_ptr<RemoteReader> remote = nullptr);
   void index_tensors();
 
   std::vector<TensorFileLayout> layouts_;
-  std::vector<std::unique_ptr<File>> files_;
+  std::vector<std::unique_ptr<File>> files_;    ///< null for a remote file
+  std::vector<std::shared_ptr<RemoteReader>> remotes_;  ///< null for a local file
   std::vector<TensorInfo> tensors_;
   std::unordered_map<std::string, std::size_t> by_name_;
 };
@@ -183,6 +194,9 @@ class SLUICE_API LoadedTensors {
   /// took with its reason; when reads took different paths the reason lists the bytes per path.
   /// A mapped load: path mapped, seconds those of mapping (and populating the page table), 0 I/Os.
   [[nodiscard]] const TransferResult& result() const noexcept { return result_; }
+  /// The path's name for reports: "remote" when the bytes came from URLs (result().path is then
+  /// host, or bounce into device memory), else to_string(result().path).
+  [[nodiscard]] std::string_view path_name() const noexcept;
   [[nodiscard]] LoadTarget target() const noexcept { return target_; }
   [[nodiscard]] const std::shared_ptr<Device>& device() const noexcept { return device_; }
   /// XXH3-64 (seed 0) of a tensor's bytes as they are in memory; device memory is copied back
@@ -213,6 +227,7 @@ class SLUICE_API LoadedTensors {
   std::vector<LoadedTensor> tensors_;
   std::unordered_map<std::string_view, std::size_t> by_name_;
   TransferResult result_;
+  bool remote_ = false;  ///< most bytes came from URLs
 };
 
 /// Bytes of memory that live LoadedTensors of this process hold (the allocations load() made,

@@ -7,6 +7,7 @@
 #include "fanout.hpp"
 #include "files.hpp"
 #include "load.hpp"
+#include "remote.hpp"
 #include "save.hpp"
 #include "tensors.hpp"
 
@@ -20,4 +21,5 @@ PYBIND11_MODULE(_sluice, m) {
   sluice::python::bind_save(m);
   sluice::python::bind_data(m);
   sluice::python::bind_fanout(m);
+  sluice::python::bind_remote(m);
 }

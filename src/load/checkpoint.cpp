@@ -9,6 +9,7 @@
 
 #include "sluice/error.hpp"
 #include "sluice/load.hpp"
+#include "sluice/remote.hpp"
 
 namespace sluice {
 namespace {
@@ -22,7 +23,51 @@ constexpr std::uint64_t max_index_bytes = 64 * MiB;
   throw Error(ErrorDomain::data, EINVAL, {.op = "safetensors index", .path = path}, what);
 }
 
+// The first MiB of an object by one ranged GET covers the 8-byte length and the header of most
+// safetensors files (and any .npy header); a larger header costs a second read of the rest.
+constexpr std::uint64_t remote_head_bytes = MiB;
+
+TensorFileLayout read_remote_layout(RemoteReader& reader) {
+  std::vector<std::byte> head(static_cast<std::size_t>(remote_head_bytes));
+  head.resize(static_cast<std::size_t>(reader.read(head.data(), head.size(), 0).bytes));
+  const std::uint64_t size = reader.size().value_or(head.size());
+  const std::string& path = reader.url();
+  const TensorFormat format = formats::detect_format(std::span(head).first(std::min<std::size_t>(head.size(), 16)));
+  const std::uint64_t extent = formats::header_extent(format, std::span(head).first(std::min<std::size_t>(head.size(), 16)), size, path);
+  if (extent > head.size()) {
+    const std::size_t had = head.size();
+    head.resize(static_cast<std::size_t>(extent));
+    const auto n = reader.read(head.data() + had, extent - had, had).bytes;
+    if (n != extent - had) {
+      throw Error(ErrorDomain::data, EIO, {.op = "load", .path = path},
+                  fmt::format("the object shrank while its header was read ({} of {} bytes)", had + n, extent));
+    }
+  }
+  if (format == TensorFormat::safetensors) return formats::parse_safetensors(head, size, path);
+  std::string name = path.substr(0, path.find('?'));
+  if (const auto slash = name.rfind('/'); slash != std::string::npos) name.erase(0, slash + 1);
+  if (name.size() > 4 && name.ends_with(".npy")) name.resize(name.size() - 4);
+  return formats::parse_npy(head, size, path, name);
+}
+
+std::string read_remote_text(const std::string& url) {
+  RemoteReader reader(url);
+  std::string text(static_cast<std::size_t>(remote_head_bytes), '\0');
+  text.resize(static_cast<std::size_t>(reader.read(text.data(), text.size(), 0).bytes));
+  const std::uint64_t size = reader.size().value_or(text.size());
+  if (size > max_index_bytes) {
+    bad_index(reader.url(), fmt::format("the index has {} bytes, more than the limit of {}", size, max_index_bytes));
+  }
+  if (size > text.size()) {
+    const std::size_t had = text.size();
+    text.resize(static_cast<std::size_t>(size));
+    text.resize(had + static_cast<std::size_t>(reader.read(text.data() + had, size - had, had).bytes));
+  }
+  return text;
+}
+
 std::string read_text_file(const std::string& path) {
+  if (is_remote_url(path)) return read_remote_text(path);
   File f = File::open(path, OpenMode::read);
   const std::uint64_t size = f.size();
   if (size > max_index_bytes) {
@@ -65,8 +110,12 @@ std::vector<std::pair<std::string, std::vector<std::string>>> read_index(const s
   }
   if (shards.empty()) bad_index(path, "field 'weight_map' names no tensors");
   const fs::path dir = fs::path(path).parent_path();
+  // A URL's shards are beside it: the URL up to its last '/' (a query string is not carried over).
+  const std::string url_dir = is_remote_url(path) ? path.substr(0, path.rfind('/', path.find('?')) + 1) : "";
   std::vector<std::pair<std::string, std::vector<std::string>>> out;
-  for (auto& [shard, names] : shards) out.emplace_back((dir / shard).string(), std::move(names));
+  for (auto& [shard, names] : shards) {
+    out.emplace_back(url_dir.empty() ? (dir / shard).string() : url_dir + shard, std::move(names));
+  }
   return out;
 }
 
@@ -121,12 +170,23 @@ std::optional<HostLoad> parse_host_load(std::string_view s) noexcept {
   return std::nullopt;
 }
 
-void Checkpoint::add(TensorFileLayout layout, std::unique_ptr<File> file) {
+void Checkpoint::add(TensorFileLayout layout, std::unique_ptr<File> file, std::shared_ptr<RemoteReader> remote) {
   const std::size_t index = layouts_.size();
   for (TensorInfo& t : layout.tensors) t.file_index = index;
   layouts_.push_back(std::move(layout));
   files_.push_back(std::move(file));
+  remotes_.push_back(std::move(remote));
 }
+
+const File& Checkpoint::file(std::size_t index) const {
+  if (files_.at(index) == nullptr) {
+    throw_usage_error({.op = "load", .path = layouts_.at(index).path},
+                      "a remote object has no local file: read it through Checkpoint::remote()");
+  }
+  return *files_[index];
+}
+
+RemoteReader* Checkpoint::remote(std::size_t index) const { return remotes_.at(index).get(); }
 
 void Checkpoint::index_tensors() {
   tensors_.clear();
@@ -149,8 +209,15 @@ Checkpoint Checkpoint::open(std::span<const std::string> paths) {
   Checkpoint cp;
   std::set<std::string> seen;
   auto open_one = [&](const std::string& p) {
-    if (!seen.insert(fs::weakly_canonical(p).string()).second) {
+    const bool remote = is_remote_url(p);
+    if (!seen.insert(remote ? p : fs::weakly_canonical(p).string()).second) {
       throw_usage_error({.op = "load", .path = p}, "the file is given twice");
+    }
+    if (remote) {
+      auto reader = std::make_shared<RemoteReader>(p);
+      TensorFileLayout layout = read_remote_layout(*reader);
+      cp.add(std::move(layout), nullptr, std::move(reader));
+      return;
     }
     auto file = std::make_unique<File>(File::open(p, OpenMode::read));
     TensorFileLayout layout = formats::read_layout(*file);
@@ -159,7 +226,7 @@ Checkpoint Checkpoint::open(std::span<const std::string> paths) {
   for (const std::string& given : paths) {
     std::vector<std::string> expanded{given};
     std::error_code ec;
-    if (fs::is_directory(given, ec)) expanded = expand_folder(given);
+    if (!is_remote_url(given) && fs::is_directory(given, ec)) expanded = expand_folder(given);
     for (const std::string& p : expanded) {
       if (!is_index(p)) {
         open_one(p);
@@ -231,7 +298,8 @@ Checkpoint Checkpoint::part(std::string_view name, std::uint64_t first, std::uin
   layout.metadata = from.metadata;
   layout.tensors = {std::move(piece)};
   Checkpoint cp;
-  cp.add(std::move(layout), std::make_unique<File>(*files_[t->file_index]));
+  const std::size_t fi = t->file_index;
+  cp.add(std::move(layout), files_[fi] ? std::make_unique<File>(*files_[fi]) : nullptr, remotes_[fi]);
   cp.index_tensors();
   return cp;
 }

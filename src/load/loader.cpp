@@ -4,6 +4,8 @@
 #include <deque>
 #include <exception>
 #include <map>
+#include <optional>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -12,6 +14,7 @@
 #include "sluice/error.hpp"
 #include "sluice/host_memory.hpp"
 #include "sluice/load.hpp"
+#include "sluice/remote.hpp"
 #include "transfer/transfer_promise.hpp"
 
 namespace sluice {
@@ -103,7 +106,10 @@ class ReadWindow {
     }
     total_.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
     if (failure_) std::rethrow_exception(failure_);
-    if (by_path_.empty()) {
+    if (remote_bytes_ > 0) {
+      total_.reason = remote_reason();
+      total_.path = o_.target == LoadTarget::device ? Path::bounce : Path::host;
+    } else if (by_path_.empty()) {
       total_.path = o_.target == LoadTarget::device ? Path::bounce : Path::host;
       total_.reason = "nothing to read";
     } else {
@@ -123,6 +129,55 @@ class ReadWindow {
     return base + r.dest_offset;
   }
 
+  // The reads from next_ on that one remote read can bring in together: back to back in the same
+  // object and in memory, up to in_flight x part_size bytes (every request slot of the reader
+  // busy, not max_read's share of them).
+  std::size_t remote_run(const RemoteReader& remote) const {
+    const LoadRead& first = plan_.reads[next_];
+    const std::uint64_t limit = std::uint64_t{remote.options().in_flight} * remote.options().part_size;
+    std::uint64_t bytes = first.size;
+    std::size_t end = next_ + 1;
+    for (; end < plan_.reads.size(); ++end) {
+      const LoadRead& prev = plan_.reads[end - 1];
+      const LoadRead& r = plan_.reads[end];
+      if (r.size == 0 || r.file_index != first.file_index || r.offset != prev.offset + prev.size ||
+          dest_of(r) != dest_of(prev) + prev.size || bytes + r.size > limit) {
+        break;
+      }
+      bytes += r.size;
+    }
+    return end;
+  }
+
+  // Reads [next_, end) of a URL on this thread, as one RemoteReader read (parts in flight together),
+  // straight into host memory, or for device memory into a host buffer and then copied (the
+  // transfer pipeline does not take a remote source yet: docs/remote.md, "the seam"). Each read
+  // gets a completed future with its share of the bytes (a short object leaves the last short).
+  void issue_remote(RemoteReader& remote) {
+    const std::size_t end = remote_run(remote);
+    const LoadRead& first = plan_.reads[next_];
+    const LoadRead& last = plan_.reads[end - 1];
+    const std::uint64_t size = last.offset + last.size - first.offset;
+    TransferResult res;
+    if (o_.target != LoadTarget::device) {
+      res = remote.read(dest_of(first), size, first.offset);
+    } else {
+      if (!staging_ || staging_->size() < size) staging_.emplace(static_cast<std::size_t>(size));
+      res = remote.read(staging_->get(), size, first.offset);
+      o_.device->copy_to_device(dest_of(first), staging_->get(), static_cast<std::size_t>(res.bytes));
+      res.path = Path::bounce;
+    }
+    std::uint64_t left = res.bytes;
+    for (; next_ < end; ++next_) {
+      TransferResult share = res;
+      share.bytes = std::min(left, plan_.reads[next_].size);
+      share.ios = next_ + 1 == end ? res.ios : 0;
+      left -= share.bytes;
+      window_.push_back({next_, detail::ready_future(std::move(share))});
+      inflight_ += plan_.reads[next_].size;
+    }
+  }
+
   // Reads while within the budget (always at least one in flight).
   void issue() {
     while (!failure_ && next_ < plan_.reads.size() &&
@@ -131,6 +186,13 @@ class ReadWindow {
       TransferFuture f;
       if (r.size == 0) {
         f = detail::ready_future({});
+      } else if (RemoteReader* remote = cp_.remote(r.file_index)) {
+        try {
+          issue_remote(*remote);
+        } catch (...) {
+          failure_ = std::current_exception();
+        }
+        continue;
       } else {
         f = read_async(cp_.file(r.file_index), dest_of(r), r.size, r.offset, topts_);
       }
@@ -154,7 +216,12 @@ class ReadWindow {
                      .has_range = true},
                     fmt::format("the file ended after {} of these bytes: it shrank after its header was read", res.bytes));
       }
-      if (r.size > 0) {
+      if (r.size > 0 && cp_.remote(r.file_index) != nullptr) {
+        remote_bytes_ += res.bytes;
+        remote_files_.insert(r.file_index);
+        total_.bytes += res.bytes;
+        total_.ios += res.ios;
+      } else if (r.size > 0) {
         by_path_[res.path].add(res);
         total_.bytes += res.bytes;
         total_.ios += res.ios;
@@ -177,7 +244,21 @@ class ReadWindow {
   std::deque<InFlight> window_;
   std::uint64_t inflight_ = 0;
   std::size_t next_ = 0;
+  // The readers' reasons (their requests so far, the header's included), then, when local files
+  // were read too, their bytes by path.
+  [[nodiscard]] std::string remote_reason() const {
+    std::string reason;
+    for (std::size_t fi : remote_files_) reason += (reason.empty() ? "" : "; ") + cp_.remote(fi)->reason();
+    if (o_.target == LoadTarget::device) reason += ", staged in host memory then copied to the device";
+    if (by_path_.empty()) return reason;
+    Path main = Path::host;
+    return fmt::format("mixed: remote {} ({}); {}", format_size(remote_bytes_), reason, path_summary(by_path_, &main));
+  }
+
   std::map<Path, PathTally> by_path_;
+  std::uint64_t remote_bytes_ = 0;
+  std::set<std::size_t> remote_files_;
+  std::optional<HostMapping> staging_;
   TransferResult total_;
   std::exception_ptr failure_;
 };
@@ -193,6 +274,10 @@ void* LoadedTensors::base() const noexcept {
     void* operator()(const Mapped&) const noexcept { return nullptr; }
   };
   return std::visit(Base{}, memory_);
+}
+
+std::string_view LoadedTensors::path_name() const noexcept {
+  return remote_ ? std::string_view("remote") : to_string(result_.path);
 }
 
 const LoadedTensor* LoadedTensors::find(std::string_view name) const {
@@ -272,6 +357,7 @@ LoadedTensors load(const Checkpoint& cp, const LoadOptions& o) {
   out.result_ = reads.run();
   // Why not mapped, where it could have been (pageable host memory).
   if (!choice.reason.empty()) out.result_.reason += "; " + choice.reason;
+  out.remote_ = out.result_.reason.starts_with("remote:");
   return out;
 }
 

@@ -51,7 +51,7 @@ std::optional<std::string> unmappable(const Checkpoint& cp, const LoadPlan& plan
     return fmt::format("the target is {} memory", to_string(o.target));
   if (o.destination) return std::string("the caller gave the buffers");
   for (const TensorInfo* t : plan.tensors) {
-    if (cp.file(t->file_index).fd() < 0)
+    if (cp.remote(t->file_index) != nullptr || cp.file(t->file_index).fd() < 0)
       return fmt::format("{} is not a local file", cp.layouts()[t->file_index].path);
   }
   return std::nullopt;

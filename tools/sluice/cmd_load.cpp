@@ -166,7 +166,7 @@ void print_json(const Finished& f) {
   }
   const TransferResult& r = loaded.result();
   nlohmann::json summary = {{"bytes", r.bytes},           {"seconds", r.seconds},
-                            {"gib_per_s", f.gib_per_s()}, {"path", to_string(r.path)},
+                            {"gib_per_s", f.gib_per_s()}, {"path", loaded.path_name()},
                             {"reason", r.reason},         {"tensors", loaded.tensors().size()},
                             {"files", f.cp.layouts().size()}, {"memory", f.where()}, {"ios", r.ios}};
   if (f.share.world > 1) summary["rank"] = f.share.rank, summary["world"] = f.share.world;
@@ -186,7 +186,7 @@ void print_text(const Finished& f) {
   std::printf("loaded %zu tensors, %s from %zu file(s) in %.3f s (%.2f GiB/s) into %s%s\npath: %s (%s)\n",
               loaded.tensors().size(), format_size(r.bytes).c_str(), f.cp.layouts().size(), r.seconds, f.gib_per_s(),
               f.where().c_str(), f.share.world > 1 ? fmt::format(", rank {} of {}", f.share.rank, f.share.world).c_str() : "",
-              std::string(to_string(r.path)).c_str(), r.reason.c_str());
+              std::string(loaded.path_name()).c_str(), r.reason.c_str());
   if (const auto& agg = f.done.aggregate) {
     std::printf("all %d ranks: %s in %.3f s (latest end - earliest start) = %.2f GiB/s; slowest rank %d on %s "
                 "(%.2f GiB/s)\n",

@@ -1,0 +1,11 @@
+// sluice.File for URLs: the binding of a read-only remote object (remote.cpp).
+#pragma once
+
+#include <pybind11/pybind11.h>
+
+namespace sluice::python {
+
+/// Binds sluice._sluice.RemoteFile (python/sluice/_remote.py makes sluice.File return one).
+void bind_remote(pybind11::module_& m);
+
+}  // namespace sluice::python

@@ -1,0 +1,164 @@
+"""URLs in the Python package (docs/remote.md, docs/python.md): sluice.File(URL) read-only with
+read()/size, writes refused, and sluice.numpy/torch load_file(URL) equal to a local load, against
+nginx started here on 127.0.0.1 (as tests/remote does). Without nginx the cases skip, except under
+SLUICE_TEST_STRICT=1 (make deps installs nginx-light)."""
+
+import os
+import shutil
+import socket
+import subprocess
+import time
+
+import pytest
+
+import sluice
+from conftest import need
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _nginx_binary():
+    for p in ("/usr/sbin/nginx", "/sbin/nginx"):
+        if os.access(p, os.X_OK):
+            return p
+    return shutil.which("nginx")
+
+
+@pytest.fixture
+def www(tmp_path):
+    """nginx serving tmp_path/www: (folder, url of a name)."""
+    nginx = _nginx_binary()
+    if nginx is None:
+        if os.environ.get("SLUICE_TEST_STRICT") == "1":
+            pytest.fail("nginx is missing under SLUICE_TEST_STRICT=1")
+        pytest.skip("nginx (Debian nginx-light) is not installed")
+    root, scratch = tmp_path / "www", tmp_path / "nginx"
+    root.mkdir()
+    scratch.mkdir()
+    port = _free_port()
+    (scratch / "nginx.conf").write_text(
+        f"""daemon off;
+master_process off;
+pid {scratch}/nginx.pid;
+error_log {scratch}/error.log;
+events {{ worker_connections 256; }}
+http {{
+  access_log off;
+  client_body_temp_path {scratch}; proxy_temp_path {scratch}; fastcgi_temp_path {scratch};
+  uwsgi_temp_path {scratch}; scgi_temp_path {scratch};
+  server {{ listen 127.0.0.1:{port}; root {root}; }}
+}}
+"""
+    )
+    proc = subprocess.Popen([nginx, "-c", str(scratch / "nginx.conf"), "-p", str(scratch), "-e", str(scratch / "error.log")])
+    try:
+        for _ in range(200):
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.025)
+        else:
+            pytest.fail(f"nginx did not start (see {scratch}/error.log)")
+        yield root, lambda name: f"http://127.0.0.1:{port}/{name}"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def test_file_reads_a_url_and_refuses_writes(www):
+    np = need("numpy")
+    root, url = www
+    payload = os.urandom(3 * 1024 * 1024 + 123)
+    (root / "obj.bin").write_bytes(payload)
+    with sluice.File(url("obj.bin")) as f:
+        assert isinstance(f, sluice.RemoteFile)
+        assert f.size == len(payload)
+        assert f.path == url("obj.bin")
+        buf = np.zeros(len(payload) + 10, dtype=np.uint8)
+        r = f.read(buf, 0)
+        assert r.bytes == len(payload)
+        assert buf[: len(payload)].tobytes() == payload
+        part = bytearray(1000)
+        assert f.read(part, offset=12345).bytes == 1000
+        assert bytes(part) == payload[12345:13345]
+        assert "ranged GET" in f.reason
+        with pytest.raises(sluice.Error) as e:
+            f.write(part, 0)
+        assert "read-only" in str(e.value)
+    assert f.closed
+    with pytest.raises(sluice.Error, match="read-only"):
+        sluice.File(url("obj.bin"), "w")
+    # A local path still opens a local File.
+    with sluice.File(str(root / "obj.bin")) as local:
+        assert isinstance(local, sluice.File)
+        assert local.size == len(payload)
+
+
+def test_missing_object_names_the_url(www):
+    _, url = www
+    f = sluice.File(url("nope.bin"))
+    with pytest.raises(FileNotFoundError) as e:
+        f.read(bytearray(10), 0)
+    assert url("nope.bin") in str(e.value)
+    with pytest.raises(FileNotFoundError) as e:
+        sluice.load(url("nope.safetensors"))
+    assert url("nope.safetensors") in str(e.value)
+
+
+def _write_model(path, np):
+    rng = np.random.default_rng(7)
+    tensors = {
+        "a": rng.standard_normal((300, 257)).astype(np.float32),
+        "b": rng.integers(0, 255, size=1000, dtype=np.uint8),
+        "c": rng.standard_normal((3, 5, 7)).astype(np.float16),
+    }
+    import sluice.numpy
+
+    sluice.numpy.save_file(tensors, str(path))
+    return tensors
+
+
+def test_numpy_load_file_from_a_url_equals_a_local_load(www):
+    np = need("numpy")
+    import sluice.numpy
+
+    root, url = www
+    tensors = _write_model(root / "m.safetensors", np)
+    got = sluice.numpy.load_file(url("m.safetensors"))
+    assert sluice.last_load_report().reason.startswith("remote:")
+    local = sluice.numpy.load_file(str(root / "m.safetensors"))
+    assert sorted(got) == sorted(tensors)
+    for name, t in tensors.items():
+        assert got[name].dtype == t.dtype and got[name].shape == t.shape
+        assert np.array_equal(got[name], local[name])
+        assert np.array_equal(got[name], t)
+    subset = sluice.numpy.load(url("m.safetensors"), tensors=["b"])
+    assert list(subset) == ["b"] and np.array_equal(subset["b"], tensors["b"])
+
+
+def test_torch_load_file_from_a_url(www):
+    np = need("numpy")
+    torch = need("torch")
+    import sluice.torch
+
+    root, url = www
+    tensors = _write_model(root / "m.safetensors", np)
+    got = sluice.torch.load_file(url("m.safetensors"), device="cpu")
+    for name, t in tensors.items():
+        assert torch.equal(got[name], torch.from_numpy(t))
+
+
+def test_safe_open_of_a_url_reads_tensors_and_slices(www):
+    np = need("numpy")
+    root, url = www
+    tensors = _write_model(root / "m.safetensors", np)
+    with sluice.safe_open(url("m.safetensors"), "np") as f:
+        assert sorted(f.keys()) == sorted(tensors)
+        assert np.array_equal(f.get_tensor("c"), tensors["c"])
+        assert np.array_equal(f.get_slice("a")[10:20], tensors["a"][10:20])
+    assert sluice.last_load_report().reason.startswith("remote:")
