@@ -98,7 +98,10 @@ json path_color(const Model& m) {
                                                                     {"host", "#4c78a8"},
                                                                     {"mapped", "#72b7b2"}};
   json domain = json::array(), range = json::array();
-  for (auto [path, rgb] : palette) {
+  for (const auto& entry : palette) {
+    // Not a structured binding: clang 14 cannot capture one in the lambda below.
+    const char* path = entry.first;
+    const char* rgb = entry.second;
     if (std::any_of(m.cases.begin(), m.cases.end(),
                     [&](const Case& c) { return c.path == path; })) {
       domain.push_back(path);
