@@ -156,6 +156,26 @@ def _failing_worker(rank, world, store_path, ckpts, how, result_dir):
 
     if how == "eio" and rank == 1:
         os.environ["SLUICE_FAULTS"] = "eio=1,only=read"
+    if how == "eio-mid" and rank == 1:  # the header reads well, the second chunk fails (a double)
+        start = distributed._Reads._start
+
+        class Failed:
+            def __init__(self, error):
+                self.error = error
+
+            def result(self):
+                raise self.error
+
+        def start_then_fail(self, k):
+            start(self, k)
+            if len(self._started) + self._report["reads"] == 2:
+                buf, future = self._started[k]
+                future.result()
+                _item, _file, _offset, file_offset, size = self._plan["reads"][k][:5]
+                self._started[k] = (buf, Failed(sluice.Error(5, "read: Input/output error", ckpts[rank],
+                                                             offset=file_offset, length=size, op="read")))
+
+        distributed._Reads._start = start_then_fail
     if how == "kill" and rank == 2:
         take = distributed._Reads.take
 
@@ -226,6 +246,14 @@ def test_an_eio_on_one_rank_fails_every_rank_naming_it(tmp_path):
         kind, filename, _seconds, message = results[r].split("|", 3)
         assert kind == "Error" and filename == ckpts[1], results[r]
         assert "rank 1 could not" in message and "Input/output error" in message, message
+
+
+def test_an_eio_mid_load_on_one_rank_fails_every_rank_after_the_moves(tmp_path):
+    ckpts, results = _spawn_failing(3, tmp_path, "eio-mid")
+    for r in range(3):
+        kind, filename, _seconds, message = results[r].split("|", 3)
+        assert kind == "Error" and filename == ckpts[1], results[r]
+        assert message.startswith(f"rank 1 could not read {ckpts[1]} [offset ") and "Input/output error" in message
 
 
 def test_a_rank_killed_mid_load_fails_the_others_within_the_timeout(tmp_path):
