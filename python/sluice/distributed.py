@@ -168,16 +168,23 @@ def load(paths, device="cpu", group=None, *, parts=None, scope="node", exchange_
     mine = needs[rank]
     if mine is None:
         mine = {i: [(0, t[4])] if t[4] else [] for i, t in enumerate(table)}
-    buffers, where = {}, {}
+    buffers, where, failure = {}, {}, None
     for i, ranges in mine.items():
-        buffers[i] = torch.empty(sum(s for _o, s in ranges), dtype=torch.uint8, device=device)
+        nbytes = sum(s for _o, s in ranges)
+        try:
+            buffers[i] = torch.empty(nbytes, dtype=torch.uint8, device=device)
+        except (RuntimeError, MemoryError) as e:  # out of memory: told to every rank, not raised here
+            failure = failure or (rank, _errno.ENOMEM, f"rank {rank} could not allocate {nbytes} bytes on "
+                                  f"{device} for {table[i][0]} of {table[i][1]}: {e}", table[i][1],
+                                  table[i][3], table[i][4], "allocate")
+            buffers[i] = torch.empty(0, dtype=torch.uint8)
         packed, at = [], 0
         for o, s in ranges:
             packed.append((o, s, at))
             at += s
         where[i] = packed
     global _last_report
-    _last_report = _run(plan, table, buffers, where, rank, group, dist, torch, device)
+    _last_report = _run(plan, table, buffers, where, rank, group, dist, torch, device, failure)
     _last_report["plan_amplification"] = plan["amplification"]
     out = {}
     for i, buf in buffers.items():
@@ -285,7 +292,7 @@ def _exchange(dist, group, world, failure):
     return failures
 
 
-def _run(plan, table, buffers, where, rank, group, dist, torch, device):
+def _run(plan, table, buffers, where, rank, group, dist, torch, device, failure=None):
     """The reads and moves, in plan order (the same on every rank, so the moves cannot deadlock).
     Failures: each rank checks its reads before the moves (one exchange); a read that fails later
     stops this rank's reads but not its part in the moves (their buffers go unfilled), and the
@@ -297,7 +304,7 @@ def _run(plan, table, buffers, where, rank, group, dist, torch, device):
     reads = _Reads(plan, table, buffers, where, rank, torch, device, report)
     try:
         try:
-            failures = _exchange(dist, group, world, reads.check())
+            failures = _exchange(dist, group, world, failure or reads.check())
             if not any(failures):
                 _moves(plan, moves, buffers, where, rank, world, group, dist, reads, report)
                 failures = _exchange(dist, group, world, reads.failure)
