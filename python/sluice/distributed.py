@@ -10,16 +10,19 @@ CUDA tensors).
 ``plan_fanout`` is the planner under it (libsluice's ``sluice::plan_fanout``): who reads which
 byte range and which moves follow, the same on every rank. docs/scale.md, section 7.
 
-First slice (issue 34): moves run in plan order, with this rank's reads started READ_AHEAD chunks
-ahead; failures of another rank are not turned into errors naming it (a rank that dies makes the others wait for the
-backend's own timeout); saving once is not built.
+Moves run in plan order, with this rank's reads started READ_AHEAD chunks ahead. Failures never
+hang: a rank that cannot read makes every rank raise the same sluice.Error naming that rank, the
+file and the range (a status exchange before the moves and one after them); a rank that dies makes
+the others fail within the group's timeout (docs/scale.md, section 7). Saving once is not built.
 """
 
 from __future__ import annotations
 
+import errno as _errno
+import os
 import socket
 
-from . import _sluice
+from . import _errors, _sluice
 
 EXCHANGE_BUDGET = 64 * 1024 * 1024
 """Default largest read and move, in bytes: larger ranges are cut into chunks of this size."""
@@ -81,12 +84,29 @@ def _index_ranges(name, shape, bits, index):
                      f"of a 2-d tensor, not {index!r}")
 
 
-def _node_ids(dist, group, world):
-    """Node id per rank: the index of its host name among the group's sorted host names."""
-    names = [None] * world
-    dist.all_gather_object(names, socket.gethostname(), group=group)
-    hosts = sorted(set(names))
-    return [hosts.index(n) for n in names]
+def _failure(rank, e, what):
+    """A picklable account of this rank's failure ``e``: (rank, errno, message, file, offset, size, op)."""
+    err = e.errno or _errno.EIO
+    where = f" [offset {e.offset}, {e.length} bytes]" if e.offset is not None else ""
+    reason = os.strerror(err) if getattr(e, "domain", "os") == "os" else str(e)
+    message = f"rank {rank} could not {what} {e.filename}{where}: {reason} (errno {err})"
+    return (rank, err, message, e.filename, e.offset, e.length, getattr(e, "op", ""))
+
+
+def _raise_first(failures):
+    """Raise, on every rank alike, the failure of the lowest failed rank (failures are exchanged)."""
+    for f in failures:
+        if f is not None:
+            rank, err, message, filename, offset, length, op = f
+            raise _errors.class_for(err)(err, message, filename, offset=offset, length=length, op=op)
+
+
+def _collective_failed(rank, e):
+    """A collective that raised (a rank died, or the group's timeout passed) as a sluice.Error."""
+    text = str(e)
+    err = _errno.ETIMEDOUT if "timed out" in text.lower() or "timeout" in text.lower() else _errno.ECONNRESET
+    return _errors.Error(err, f"rank {rank}: a move of the load failed (another rank died or the group's "
+                         f"timeout passed): {text}", None, op="fanout")
 
 
 def _global(dist, group, rank):
@@ -129,8 +149,15 @@ def load(paths, device="cpu", group=None, *, parts=None, scope="node", exchange_
     rank, world = dist.get_rank(group), dist.get_world_size(group)
     single = isinstance(paths, (str, bytes)) or hasattr(paths, "__fspath__")
     paths = [str(p) for p in ([paths] if single else paths)]
-    table = _sluice._fanout_items(paths)
-    nodes = _node_ids(dist, group, world)
+    try:
+        table, failure = _sluice._fanout_items(paths), None
+    except _errors.Error as e:
+        table, failure = None, _failure(rank, e, "read the header of")
+    names = [None] * world
+    dist.all_gather_object(names, (socket.gethostname(), failure), group=group)
+    _raise_first([f for _h, f in names])
+    hosts = sorted({h for h, _f in names})
+    nodes = [hosts.index(h) for h, _f in names]
     needs, shapes = _needs(table, parts, world)
     items = [(t[0], t[2], t[3], t[4]) for t in table]
     plan = plan_fanout(items, [(r, nodes[r], needs[r]) for r in range(world)], nodes=max(nodes) + 1,
@@ -141,16 +168,23 @@ def load(paths, device="cpu", group=None, *, parts=None, scope="node", exchange_
     mine = needs[rank]
     if mine is None:
         mine = {i: [(0, t[4])] if t[4] else [] for i, t in enumerate(table)}
-    buffers, where = {}, {}
+    buffers, where, failure = {}, {}, None
     for i, ranges in mine.items():
-        buffers[i] = torch.empty(sum(s for _o, s in ranges), dtype=torch.uint8, device=device)
+        nbytes = sum(s for _o, s in ranges)
+        try:
+            buffers[i] = torch.empty(nbytes, dtype=torch.uint8, device=device)
+        except (RuntimeError, MemoryError) as e:  # out of memory: told to every rank, not raised here
+            failure = failure or (rank, _errno.ENOMEM, f"rank {rank} could not allocate {nbytes} bytes on "
+                                  f"{device} for {table[i][0]} of {table[i][1]}: {e}", table[i][1],
+                                  table[i][3], table[i][4], "allocate")
+            buffers[i] = torch.empty(0, dtype=torch.uint8)
         packed, at = [], 0
         for o, s in ranges:
             packed.append((o, s, at))
             at += s
         where[i] = packed
     global _last_report
-    _last_report = _run(plan, table, buffers, where, rank, group, dist, torch, device)
+    _last_report = _run(plan, table, buffers, where, rank, group, dist, torch, device, failure)
     _last_report["plan_amplification"] = plan["amplification"]
     out = {}
     for i, buf in buffers.items():
@@ -186,67 +220,122 @@ class _Reads:
         self._plan, self._table, self._buffers, self._where = plan, table, buffers, where
         self._torch, self._device, self._report = torch, device, report
         self._files, self._started, self._next = {}, {}, 0
+        self._rank, self.failure = rank, None
+
+    def check(self):
+        """Open the files of this rank's reads and check each read lies within its file, before any
+        move: None, or this rank's failure (see _failure)."""
+        for k in self._mine:
+            item, _file, _offset, file_offset, size = self._plan["reads"][k][:5]
+            path = self._table[item][1]
+            try:
+                if path not in self._files:
+                    self._files[path] = _sluice.File(path)
+                end = os.stat(path).st_size
+            except _errors.Error as e:
+                return _failure(self._rank, e, "open")
+            except OSError as e:
+                return _failure(self._rank, _errors.class_for(e.errno)(e.errno, str(e), path), "open")
+            if file_offset + size > end:
+                e = _errors.Error(_errno.EIO, "", path, offset=file_offset, length=size, op="read")
+                failure = _failure(self._rank, e, "read")
+                return failure[:2] + (failure[2].replace("Input/output error (errno 5)",
+                                                         f"the file ends at byte {end}"),) + failure[3:]
+        return None
 
     def _start(self, k):
         item, _file, offset, file_offset, size = self._plan["reads"][k][:5]
         buf = _view(self._buffers, self._where, item, offset, size)
         if buf is None:  # read to send on, not needed here
             buf = self._torch.empty(size, dtype=self._torch.uint8, device=self._device)
+        if self.failure is not None:  # no more reads: the buffer only keeps the moves in step
+            self._started[k] = (buf, None)
+            return
         path = self._table[item][1]
         if path not in self._files:
             self._files[path] = _sluice.File(path)
         self._started[k] = (buf, self._files[path].read_async(buf, file_offset, size))
 
     def take(self, k):
-        """The buffer of read k, its bytes in; starts the next reads of this rank first."""
+        """The buffer of read k, its bytes in (unless this rank failed: then self.failure says why
+        and the buffer goes on unfilled); starts the next reads of this rank first."""
         pos = self._position[k]
         while self._next < len(self._mine) and self._next <= pos + READ_AHEAD:
             self._start(self._mine[self._next])
             self._next += 1
         buf, future = self._started.pop(k)
-        self._report["read_bytes"] += future.result().bytes
-        self._report["reads"] += 1
+        if future is None:
+            return buf
+        try:
+            self._report["read_bytes"] += future.result().bytes
+            self._report["reads"] += 1
+        except _errors.Error as e:
+            if self.failure is None:
+                self.failure = _failure(self._rank, e, "read")
         return buf
 
     def close(self):
         for _buf, future in self._started.values():  # after an error: let every read finish
             try:
-                future.result()
+                if future is not None:
+                    future.result()
             except Exception:  # noqa: BLE001 (the first error is the one raised)
                 pass
         for f in self._files.values():
             f.close()
 
 
-def _run(plan, table, buffers, where, rank, group, dist, torch, device):
-    """The reads and moves, in plan order (the same on every rank, so the moves cannot deadlock)."""
+def _exchange(dist, group, world, failure):
+    """Every rank's failure (None: none), on every rank."""
+    failures = [None] * world
+    dist.all_gather_object(failures, failure, group=group)
+    return failures
+
+
+def _run(plan, table, buffers, where, rank, group, dist, torch, device, failure=None):
+    """The reads and moves, in plan order (the same on every rank, so the moves cannot deadlock).
+    Failures: each rank checks its reads before the moves (one exchange); a read that fails later
+    stops this rank's reads but not its part in the moves (their buffers go unfilled), and the
+    exchange after the moves makes every rank raise it. A collective that fails (a dead rank, the
+    group's timeout) raises at once."""
     moves = {m[0]: m for m in plan["moves"]}
     report = {"read_bytes": 0, "sent_bytes": 0, "received_bytes": 0, "reads": 0}
     world = dist.get_world_size(group)
     reads = _Reads(plan, table, buffers, where, rank, torch, device, report)
     try:
-        for k, (item, _file, offset, _file_offset, size, reader, _group) in enumerate(plan["reads"]):
-            move = moves.get(k)
-            if reader == rank:
-                buf = reads.take(k)
-            elif move is not None and rank in move[3]:
-                buf = _view(buffers, where, item, offset, size)
-            else:
-                continue
-            if move is None:
-                continue
-            _, kind, source, receivers = move
-            if rank == source:
-                report["sent_bytes"] += size * len(receivers)
-            else:
-                report["received_bytes"] += size
-            if kind == "broadcast" and len(receivers) + 1 == world:
-                dist.broadcast(buf, src=_global(dist, group, source), group=group)
-            elif rank == source:
-                for w in [dist.isend(buf, dst=_global(dist, group, r), group=group) for r in receivers]:
-                    w.wait()
-            else:
-                dist.irecv(buf, src=_global(dist, group, source), group=group).wait()
+        try:
+            failures = _exchange(dist, group, world, failure or reads.check())
+            if not any(failures):
+                _moves(plan, moves, buffers, where, rank, world, group, dist, reads, report)
+                failures = _exchange(dist, group, world, reads.failure)
+        except RuntimeError as e:  # gloo and NCCL raise RuntimeError (a dead peer, the timeout)
+            raise _collective_failed(rank, e) from e
+        _raise_first(failures)
     finally:
         reads.close()
     return report
+
+
+def _moves(plan, moves, buffers, where, rank, world, group, dist, reads, report):
+    for k, (item, _file, offset, _file_offset, size, reader, _group) in enumerate(plan["reads"]):
+        move = moves.get(k)
+        if reader == rank:
+            buf = reads.take(k)
+        elif move is not None and rank in move[3]:
+            buf = _view(buffers, where, item, offset, size)
+        else:
+            continue
+        if move is None:
+            continue
+        _, kind, source, receivers = move
+        if rank == source:
+            report["sent_bytes"] += size * len(receivers)
+        else:
+            report["received_bytes"] += size
+        if kind == "broadcast" and len(receivers) + 1 == world:
+            dist.broadcast(buf, src=_global(dist, group, source), group=group)
+        elif rank == source:
+            for w in [dist.isend(buf, dst=_global(dist, group, r), group=group) for r in receivers]:
+                w.wait()
+        else:
+            dist.irecv(buf, src=_global(dist, group, source), group=group).wait()

@@ -141,3 +141,126 @@ def test_bad_input_raises_a_usage_error():
         distributed.plan_fanout([("t", 0, 0, 10)], [(1, 0, None)], nodes=1)
     with pytest.raises(ValueError, match="scope"):
         distributed.plan_fanout([("t", 0, 0, 10)], [(0, 0, None)], scope="rack")
+
+
+# Failures never hang: every rank raises the same sluice.Error naming the failed rank, or (a rank
+# killed) fails within the group's short timeout; the parent's deadline catches a hang.
+
+FAIL_TIMEOUT_S = 10
+
+
+def _failing_worker(rank, world, store_path, ckpts, how, result_dir):
+    import datetime
+    import os
+    import signal
+
+    if how == "eio" and rank == 1:
+        os.environ["SLUICE_FAULTS"] = "eio=1,only=read"
+    if how == "eio-mid" and rank == 1:  # the header reads well, the second chunk fails (a double)
+        start = distributed._Reads._start
+
+        class Failed:
+            def __init__(self, error):
+                self.error = error
+
+            def result(self):
+                raise self.error
+
+        def start_then_fail(self, k):
+            start(self, k)
+            if len(self._started) + self._report["reads"] == 2:
+                buf, future = self._started[k]
+                future.result()
+                _item, _file, _offset, file_offset, size = self._plan["reads"][k][:5]
+                self._started[k] = (buf, Failed(sluice.Error(5, "read: Input/output error", ckpts[rank],
+                                                             offset=file_offset, length=size, op="read")))
+
+        distributed._Reads._start = start_then_fail
+    if how == "kill" and rank == 2:
+        take = distributed._Reads.take
+
+        def take_then_die(self, k):
+            buf = take(self, k)
+            os.kill(os.getpid(), signal.SIGKILL)
+            return buf
+
+        distributed._Reads.take = take_then_die
+    store = dist.FileStore(store_path, world)
+    dist.init_process_group("gloo", store=store, rank=rank, world_size=world,
+                            timeout=datetime.timedelta(seconds=FAIL_TIMEOUT_S))
+    started = time.monotonic()
+    try:
+        distributed.load(ckpts[rank], "cpu", None, scope="job", exchange_budget=4096)
+        text = "no error"
+    except sluice.Error as e:
+        text = f"{type(e).__name__}|{e.filename}|{time.monotonic() - started:.1f}|{e}"
+    with open(os.path.join(result_dir, f"rank{rank}"), "w") as f:
+        f.write(text)
+
+
+def _spawn_failing(world, tmp_path, how, delete=None):
+    ckpts = []
+    for r in range(world):  # each rank its own copy, so one rank's view can lack its file
+        ckpts.append(str(tmp_path / f"m{r}.safetensors"))
+        _checkpoint(ckpts[-1])
+    if delete is not None:
+        import os
+
+        os.unlink(ckpts[delete])
+    store = str(tmp_path / "store")
+    ctx = mp.start_processes(_failing_worker, args=(world, store, ckpts, how, str(tmp_path)), nprocs=world,
+                             join=False, start_method="spawn")
+    deadline = time.monotonic() + DEADLINE_S
+    hung = False
+    try:
+        while not all(not p.is_alive() for p in ctx.processes):
+            if time.monotonic() > deadline:
+                hung = True
+                break
+            time.sleep(0.2)
+    finally:
+        for p in ctx.processes:
+            if p.is_alive():
+                p.kill()
+            p.join()
+    assert not hung, f"{world} processes still running after {DEADLINE_S} s"
+    results = {}
+    for r in range(world):
+        f = tmp_path / f"rank{r}"
+        results[r] = f.read_text() if f.exists() else None
+    return ckpts, results
+
+
+def test_a_file_missing_on_one_rank_fails_every_rank_naming_it(tmp_path):
+    ckpts, results = _spawn_failing(3, tmp_path, "missing", delete=1)
+    for r in range(3):
+        kind, filename, _seconds, message = results[r].split("|", 3)
+        assert kind == "FileNotFoundError", results[r]
+        assert filename == ckpts[1] and "rank 1 could not" in message and ckpts[1] in message, message
+        assert "No such file or directory" in message
+
+
+def test_an_eio_on_one_rank_fails_every_rank_naming_it(tmp_path):
+    ckpts, results = _spawn_failing(3, tmp_path, "eio")
+    for r in range(3):
+        kind, filename, _seconds, message = results[r].split("|", 3)
+        assert kind == "Error" and filename == ckpts[1], results[r]
+        assert "rank 1 could not" in message and "Input/output error" in message, message
+
+
+def test_an_eio_mid_load_on_one_rank_fails_every_rank_after_the_moves(tmp_path):
+    ckpts, results = _spawn_failing(3, tmp_path, "eio-mid")
+    for r in range(3):
+        kind, filename, _seconds, message = results[r].split("|", 3)
+        assert kind == "Error" and filename == ckpts[1], results[r]
+        assert message.startswith(f"rank 1 could not read {ckpts[1]} [offset ") and "Input/output error" in message
+
+
+def test_a_rank_killed_mid_load_fails_the_others_within_the_timeout(tmp_path):
+    _ckpts, results = _spawn_failing(3, tmp_path, "kill")
+    assert results[2] is None  # killed
+    for r in (0, 1):
+        assert results[r] is not None and results[r] != "no error", results
+        _kind, _filename, seconds, message = results[r].split("|", 3)
+        assert float(seconds) < FAIL_TIMEOUT_S + 20, results[r]
+        assert f"rank {r}: a move of the load failed" in message, message
