@@ -118,39 +118,16 @@ def write_checkpoint(path, total, count=64):
             left -= chunk
 
 
-def mmap_loader(path, rows=None):
-    """Parse the header, mmap, one torch.frombuffer(...).clone() per tensor: safetensors' way.
-    rows=(k, n): only the k-th of n row ranges of each tensor (its get_slice(name)[a:b])."""
+def mapped_views(path, access):
+    """Parse the header and mmap the file (mmap.ACCESS_READ or ACCESS_COPY): {name: view}, each
+    view a torch.frombuffer of the tensor's bytes, nothing copied."""
     import torch
     with open(path, "rb") as f:
         n = struct.unpack("<Q", f.read(8))[0]
         header = json.loads(f.read(n))
-        mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-    # frombuffer on a read-only mapping warns once; the clone() below is what is kept.
+        mm = mmap.mmap(f.fileno(), 0, access=access)
+    # frombuffer on a read-only mapping warns once; the callers clone what they keep.
     warnings.filterwarnings("ignore", message="The given buffer is not writable")
-    types = {name: getattr(torch, tname) for name, tname, _ in TORCH_TYPES}
-    out = {}
-    for name, t in header.items():
-        if name == "__metadata__":
-            continue
-        start, end = t["data_offsets"]
-        dtype = types[t["dtype"]]
-        count = (end - start) // torch.tensor([], dtype=dtype).element_size()
-        view = torch.frombuffer(mm, dtype=dtype, count=count, offset=8 + n + start).reshape(t["shape"])
-        if rows is not None:
-            view = view[shard_rows(t["shape"][0], *rows)]
-        out[name] = view.clone()
-    return out
-
-
-def zero_copy_loader(path):
-    """safetensors.torch.load_file on the CPU: torch.frombuffer views of a private (copy-on-write)
-    mapping of the file, nothing copied."""
-    import torch
-    with open(path, "rb") as f:
-        n = struct.unpack("<Q", f.read(8))[0]
-        header = json.loads(f.read(n))
-        mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
     types = {name: getattr(torch, tname) for name, tname, _ in TORCH_TYPES}
     out = {}
     for name, t in header.items():
@@ -161,6 +138,23 @@ def zero_copy_loader(path):
         count = (end - start) // torch.tensor([], dtype=dtype).element_size()
         out[name] = torch.frombuffer(mm, dtype=dtype, count=count, offset=8 + n + start).reshape(t["shape"])
     return out
+
+
+def mmap_loader(path, rows=None):
+    """Parse the header, mmap, one torch.frombuffer(...).clone() per tensor: safetensors' way.
+    rows=(k, n): only the k-th of n row ranges of each tensor (its get_slice(name)[a:b])."""
+    out = {}
+    for name, view in mapped_views(path, mmap.ACCESS_READ).items():
+        if rows is not None:
+            view = view[shard_rows(view.shape[0], *rows)]
+        out[name] = view.clone()
+    return out
+
+
+def zero_copy_loader(path):
+    """safetensors.torch.load_file on the CPU: torch.frombuffer views of a private (copy-on-write)
+    mapping of the file, nothing copied."""
+    return mapped_views(path, mmap.ACCESS_COPY)
 
 
 def touch_every_page(tensors):

@@ -1,5 +1,6 @@
 #include "cli_util.hpp"
 
+#include <fcntl.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -159,6 +160,13 @@ void apply_cache_policy(const std::string& policy) {
   Config cfg = *config();
   cfg.set("cache_policy", policy, ConfigSource::api);
   set_config(std::move(cfg));
+}
+
+int open_output(const std::string& out) {
+  if (out == "-") return STDOUT_FILENO;
+  const int fd = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw_os_error(errno, {.op = "open", .path = out}, "cannot create output");
+  return fd;
 }
 
 void write_all(int fd, const void* buf, std::size_t size, const std::string& what) {

@@ -102,6 +102,10 @@ void add_cache_policy_option(CLI::App* cmd, std::string& policy);
 /// Makes `policy`, when not empty, the process configuration's cache_policy.
 void apply_cache_policy(const std::string& policy);
 
+/// The fd `sluice read --out OUT` writes to: stdout for "-", else OUT created or truncated; an
+/// Error when it cannot be created.
+int open_output(const std::string& out);
+
 /// Writes all of buf to fd, or throws an Error naming `what`.
 void write_all(int fd, const void* buf, std::size_t size, const std::string& what);
 

@@ -60,11 +60,7 @@ int run_remote_read(const RemoteRead& a) {
       static_cast<std::size_t>(std::min(piece, std::max<std::uint64_t>(length, 1))));
 
   const bool to_stdout = a.out == "-";
-  int out_fd = STDOUT_FILENO;
-  if (!to_stdout) {
-    out_fd = ::open(a.out.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (out_fd < 0) throw_os_error(errno, {.op = "open", .path = a.out}, "cannot create output");
-  }
+  const int out_fd = open_output(a.out);
   const double cpu0 = cpu_seconds();
   const auto t0 = std::chrono::steady_clock::now();
   TransferResult total;
