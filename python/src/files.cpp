@@ -187,7 +187,8 @@ void bind_result(py::module_& m) {
       .def_readonly("bytes", &TransferResult::bytes, "Bytes moved (a read stops at the end of the file).")
       .def_property_readonly(
           "path", [](const TransferResult& r) { return std::string(to_string(r.path)); },
-          "The path the bytes took: 'direct', 'bounce', 'posix' or 'host'.")
+          "The path the bytes took: 'direct', 'bounce', 'posix' or 'host'; a load into pageable host "
+          "memory may say 'mapped' (views of a private mapping of the file, docs/paths.md).")
       .def_readonly("reason", &TransferResult::reason, "Why that path, and how.")
       .def_readonly("seconds", &TransferResult::seconds, "Wall time of the transfer.")
       .def_readonly("ios", &TransferResult::ios, "I/O requests issued.")
