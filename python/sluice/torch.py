@@ -64,12 +64,33 @@ def _strided(flat: "_torch.Tensor", offset: int, shape, strides) -> "_torch.Tens
     return view.contiguous()
 
 
-def load_file(filename, device="cpu", *, host_load="auto") -> "dict[str, _torch.Tensor]":
+def load_file(filename, device="cpu", *, host_load="auto", group=None) -> "dict[str, _torch.Tensor]":
     """As ``safetensors.torch.load_file``: every tensor of ``filename`` on ``device`` ("cpu",
     "cuda", "cuda:N", an int N, a torch.device; also sluice's "sim" and "pinned"). On "cpu", where
     the page cache holds the file, the tensors view a private (copy-on-write) mapping of it as
-    safetensors' do (``host_load``: "auto", "read" for a copy, "mapped"; docs/paths.md)."""
+    safetensors' do (``host_load``: "auto", "read" for a copy, "mapped"; docs/paths.md).
+
+    ``group``: a torch.distributed process group, or "default" for the default group when it is
+    initialised with more than one rank: every rank of it gets the same dict, each byte read from
+    storage once per node (``sluice.distributed.load``; a collective call). None, or "default"
+    without such a group, loads in this process alone."""
+    if group is not None:
+        group = _distributed_group(group)
+    if group is not None:
+        from . import distributed
+        return distributed.load(filename, device, None if group == "default" else group)
     return {name: to_torch(t) for name, t in _sluice.load(filename, device, host_load=host_load).items()}
+
+
+def _distributed_group(group):
+    """``group`` as load_file takes it: "default" where the default group is initialised with more
+    than one rank, None where it is not (a single process), the group itself otherwise."""
+    if group != "default":
+        return group
+    import torch.distributed as dist
+    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+        return "default"
+    return None
 
 
 def load(paths, device="cpu", *, tensors=None, rank=None, world=None,

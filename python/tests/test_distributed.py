@@ -50,9 +50,13 @@ def _worker(rank, world, store_path, ckpt, scope, use_parts):
     dist.init_process_group("gloo", store=store, rank=rank, world_size=world)
     try:
         from sluice.torch import load as single
+        from sluice.torch import load_file
 
-        got = distributed.load(ckpt, "cpu", None, parts=_parts if use_parts else None, scope=scope,
-                               exchange_budget=4096)
+        if scope == "load_file":  # sluice.torch.load_file with the default group: node scope
+            got = load_file(ckpt, "cpu", group="default")
+        else:
+            got = distributed.load(ckpt, "cpu", None, parts=_parts if use_parts else None, scope=scope,
+                                   exchange_budget=4096)
         want = single(ckpt)
         assert sorted(got) == sorted(want)
         for name, ref in want.items():
@@ -101,6 +105,22 @@ def _spawn(world, tmp_path, scope, use_parts):
 @pytest.mark.parametrize("scope", ["node", "job"])
 def test_every_rank_gets_the_single_process_dict(world, scope, tmp_path):
     _spawn(world, tmp_path, scope, use_parts=False)
+
+
+@pytest.mark.parametrize("world", [2, 4])
+def test_torch_load_file_with_the_default_group_reads_each_byte_once(world, tmp_path):
+    _spawn(world, tmp_path, "load_file", use_parts=False)
+
+
+def test_torch_load_file_with_group_default_and_no_group_loads_alone(tmp_path):
+    from sluice.torch import load, load_file
+
+    ckpt = str(tmp_path / "m.safetensors")
+    _checkpoint(ckpt)
+    assert not dist.is_initialized()
+    got, want = load_file(ckpt, "cpu", group="default"), load(ckpt)
+    assert sorted(got) == sorted(want)
+    assert all(torch.equal(got[k], want[k]) for k in want)
 
 
 @pytest.mark.parametrize("world", [2, 3])
