@@ -1,5 +1,5 @@
 """sluice.distributed: the fan-out planner from Python, and load() over torch.distributed (gloo on
-CPU) in 2 and 3 processes, every rank's tensors equal to a single-process load (whole tensors,
+CPU) in 2, 3 and 4 processes, every rank's tensors equal to a single-process load (whole tensors,
 and row and column parts against slices of the reference). The processes share a FileStore in a
 temporary folder; every wait has a deadline, so a hang fails the test instead of blocking it."""
 
@@ -83,11 +83,50 @@ def _worker(rank, world, store_path, ckpt, scope, use_parts):
         dist.destroy_process_group()
 
 
-def _spawn(world, tmp_path, scope, use_parts):
+def _read_bytes():
+    """This process's bytes fetched from the storage layer (/proc/self/io read_bytes): what the
+    kernel counted, not what sluice says it read."""
+    with open("/proc/self/io") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("read_bytes:"))
+
+
+def _proc_io_worker(rank, world, store_path, ckpt, _scope, _use_parts):
+    store = dist.FileStore(store_path, world)
+    dist.init_process_group("gloo", store=store, rank=rank, world_size=world)
+    try:
+        before = _read_bytes()
+        got = distributed.load(ckpt, "cpu", None, scope="job")
+        sums = torch.tensor([_read_bytes() - before, distributed.last_report()["reads"]])
+        dist.all_reduce(sums)
+        delta, reads = sums[0], sums[1].item()
+        unique = sum(t.numel() * t.element_size() for t in got.values())
+        # With cache_policy bypass every tensor byte comes from the disk (O_DIRECT), each once
+        # in the job: the sum is the checkpoint's tensors plus 4 KiB alignment at the edges of
+        # each rank's reads (and a header page), far from the world x unique of every rank
+        # reading alone.
+        slack = (reads * 2 + 2 * world) * 4096
+        assert unique <= delta.item() <= unique + slack, (delta.item(), unique, slack)
+        assert delta.item() < 1.5 * unique, (delta.item(), unique)
+        dist.barrier()
+    finally:
+        dist.destroy_process_group()
+
+
+def _large_checkpoint(path):
+    """6 MiB in 7 tensors: large beside the 4 KiB alignment of O_DIRECT reads."""
+    g = torch.Generator().manual_seed(35)
+    state = {f"layer{i}.w": torch.randn(1024, 256, generator=g) for i in range(6)}
+    state["odd"] = torch.randn(1001, generator=g).to(torch.float16)
+    from sluice.torch import save_file
+
+    save_file(state, path)
+
+
+def _spawn(world, tmp_path, scope, use_parts, worker=_worker, make=_checkpoint):
     ckpt = str(tmp_path / "m.safetensors")
-    _checkpoint(ckpt)
+    make(ckpt)
     store = str(tmp_path / f"store-{world}-{scope}-{use_parts}")
-    ctx = mp.start_processes(_worker, args=(world, store, ckpt, scope, use_parts), nprocs=world, join=False,
+    ctx = mp.start_processes(worker, args=(world, store, ckpt, scope, use_parts), nprocs=world, join=False,
                              start_method="spawn")
     deadline = time.monotonic() + DEADLINE_S
     try:
@@ -110,6 +149,13 @@ def test_every_rank_gets_the_single_process_dict(world, scope, tmp_path):
 @pytest.mark.parametrize("world", [2, 4])
 def test_torch_load_file_with_the_default_group_reads_each_byte_once(world, tmp_path):
     _spawn(world, tmp_path, "load_file", use_parts=False)
+
+
+def test_the_kernel_counts_each_byte_read_once_in_the_job(tmp_path, monkeypatch):
+    """/proc/PID/io, summed over 3 ranks, with cache_policy bypass: on one machine the shared page
+    cache would otherwise hide a repeated read."""
+    monkeypatch.setenv("SLUICE_CACHE_POLICY", "bypass")
+    _spawn(3, tmp_path, "job", use_parts=False, worker=_proc_io_worker, make=_large_checkpoint)
 
 
 def test_torch_load_file_with_group_default_and_no_group_loads_alone(tmp_path):
