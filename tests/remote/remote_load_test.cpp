@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "load/tensor_files.hpp"
 #include "servers.hpp"
 #include "sluice/load.hpp"
 #include "sluice/remote.hpp"
@@ -25,23 +26,18 @@ using nlohmann::json;
 // of metadata so the header can be made larger than the loader's first ranged read (1 MiB).
 void write_safetensors(const std::string& path, const std::vector<std::uint64_t>& sizes,
                        std::size_t pad, std::uint64_t seed) {
-  json header = json::object();
-  std::uint64_t at = 0;
+  std::uint64_t total = 0;
+  for (std::uint64_t n : sizes) total += n;
+  const auto data = test::random_bytes(static_cast<std::size_t>(total), seed);
+  std::vector<test::StTensor> tensors;
+  auto at = data.begin();
   for (std::size_t i = 0; i < sizes.size(); ++i) {
-    header[fmt::format("t{}", i)] = {
-        {"dtype", "U8"}, {"shape", {sizes[i]}}, {"data_offsets", {at, at + sizes[i]}}};
-    at += sizes[i];
+    const auto end = at + static_cast<std::ptrdiff_t>(sizes[i]);
+    tensors.push_back({fmt::format("t{}", i), "U8", {sizes[i]}, {at, end}});
+    at = end;
   }
-  if (pad > 0) header["__metadata__"] = {{"pad", std::string(pad, 'x')}};
-  std::string h = header.dump();
-  h.append((8 - h.size() % 8) % 8, ' ');
-  std::string blob(8, '\0');
-  for (int b = 0; b < 8; ++b)
-    blob[static_cast<std::size_t>(b)] = static_cast<char>((h.size() >> (8 * b)) & 0xff);
-  blob += h;
-  const auto data = test::random_bytes(static_cast<std::size_t>(at), seed);
-  blob.append(reinterpret_cast<const char*>(data.data()), data.size());
-  std::ofstream(path, std::ios::binary) << blob;
+  const json metadata = pad > 0 ? json{{"pad", std::string(pad, 'x')}} : json(nullptr);
+  test::write_file(path, test::safetensors_file(tensors, metadata));
 }
 
 const std::vector<std::uint64_t> sizes = {3 * MiB + 13, 1000, 700 * KiB, 5, 2 * MiB};
