@@ -19,12 +19,20 @@ count, so a test can check how many tries a fault cost.
   stallalways   every request stalls
   always500     500 InternalError every time
   denied        403 AccessDenied
+  chaos         each request independently, with probability 0.3: a 503 SlowDown, a reset
+                mid-body, a short body or a short Content-Length (retryable faults only; the
+                choice is seeded by the path and the request count, so a run can be replayed)
+
+A first component FAULT-ID (e.g. burst503-17, chaos-4) is the fault FAULT with its own count: the
+soak (bench/soak.sh) gives every run its own ID, so "the first request" is each run's first.
+GET /injected returns the faults sent so far by kind ("kind count" lines), for the soak's summary.
 
 Usage: fault_server.py FILE. Binds 127.0.0.1 on a free port, prints the port on stdout, and
 exits when its standard input closes (the test's end, however it ends).
 """
 import http.server
 import os
+import random
 import re
 import socket
 import struct
@@ -34,7 +42,17 @@ import time
 
 LOCK = threading.Lock()
 COUNTS = {}
+INJECTED = {}
 DATA = b""
+CHAOS = ("burst503", "reset", "short", "shortlen")
+RECOVERED = {"burst503": lambda n: n <= 3, "retryafter": lambda n: n == 1, "slow": lambda n: n == 1,
+             "reset": lambda n: n == 1, "short": lambda n: n == 1, "shortlen": lambda n: n == 1,
+             "stall": lambda n: n == 1}
+
+
+def injected(kind):
+    with LOCK:
+        INJECTED[kind] = INJECTED.get(kind, 0) + 1
 
 
 def s3_error(code, message):
@@ -70,10 +88,20 @@ class Handler(http.server.BaseHTTPRequestHandler):
             with LOCK:
                 n = COUNTS.get(parts[1], 0)
             return self.send_body(200, str(n).encode())
-        fault = parts[0]
+        if parts[0] == "injected":
+            with LOCK:
+                text = "".join(f"{k} {v}\n" for k, v in sorted(INJECTED.items()))
+            return self.send_body(200, text.encode())
         with LOCK:
-            n = COUNTS.get(fault, 0) + 1
-            COUNTS[fault] = n
+            n = COUNTS.get(parts[0], 0) + 1
+            COUNTS[parts[0]] = n
+        fault = parts[0].split("-")[0]
+        if fault == "chaos":  # a retryable fault at random, or none, the same for the same path and n
+            pick = random.Random(f"{parts[0]}:{n}")
+            fault, n = (pick.choice(CHAOS), 1) if pick.random() < 0.3 else ("ok", 1)
+        if fault in RECOVERED and RECOVERED[fault](n) or fault in ("always500", "denied", "badrange") or \
+                fault.startswith("replaced") and n > 1:
+            injected(fault)
         self.serve(fault, n)
 
     def serve(self, fault, n):
