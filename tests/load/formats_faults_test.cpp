@@ -2,6 +2,8 @@
 // the file and the field, never a crash, a huge allocation or a read outside the file.
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
 #include "sluice/error.hpp"
 #include "sluice/formats.hpp"
 #include "support/test_util.hpp"
@@ -46,6 +48,26 @@ TEST(SafetensorsFaults, NotJsonOrNotAnObject) {
                     2, "key 'x' twice");
   st_header_rejects("{\"x\":{\"dtype\":\"U8\",\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}", 1, "key 'dtype' twice");
   st_header_rejects("{\"x\":{\"dtype\":\"U8\",\"shape\":[[1]],\"data_offsets\":[0,1]}}", 1, "nests deeper");
+}
+
+// A header of many tensors (the parser once walked the whole top object at the end of each
+// tensor's object): every tensor parsed in order, and a duplicate after thousands still refused.
+TEST(SafetensorsFaults, ManyTensorsParseAndTheirDuplicatesAreRefused) {
+  constexpr int n = 5000;
+  std::string header = "{";
+  for (int i = 0; i < n; ++i) {
+    header += fmt::format("{}\"t{}\":{{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[{},{}]}}",
+                          i == 0 ? "" : ",", i, i, i + 1);
+  }
+  const auto f = test::safetensors_raw(header + "}", pattern(n));
+  const auto layout = formats::parse_safetensors(f, f.size(), "many.safetensors");
+  ASSERT_EQ(layout.tensors.size(), std::size_t{n});
+  for (int i = 0; i < n; ++i) {
+    EXPECT_EQ(layout.tensors[i].name, fmt::format("t{}", i));
+    EXPECT_EQ(layout.tensors[i].offset, layout.data_offset + i);
+  }
+  st_header_rejects(header + ",\"t17\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}", n,
+                    "key 't17' twice");
 }
 
 TEST(SafetensorsFaults, TensorFields) {
