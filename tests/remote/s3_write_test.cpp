@@ -22,8 +22,10 @@
 #include <nlohmann/json.hpp>
 
 #include "servers.hpp"
+#include "sluice/device.hpp"
 #include "sluice/remote.hpp"
 #include "sluice/remote_writer.hpp"
+#include "sluice/save.hpp"
 #include "support/test_util.hpp"
 
 extern char** environ;
@@ -380,6 +382,31 @@ TEST_F(S3WriteFaultTest, DestroyedWithoutCommitAbortsTheUpload) {
   EXPECT_TRUE(st["objects"].empty()) << st.dump();
   EXPECT_EQ(st["open_uploads"], 0) << st.dump();
   EXPECT_EQ(st["aborted"], 1) << st.dump();
+}
+
+// save_safetensors to s3:// from (sim) device memory: staged through host memory a part at a
+// time, the object byte for byte the local save of the same tensors.
+TEST_F(S3WriteFaultTest, SaveSafetensorsFromDeviceMemoryEqualsTheLocalFile) {
+  test::TempDir dir("/tmp", "sluice-s3w-");
+  const auto dev = open_device("sim");
+  const auto big = test::random_bytes(11 * MiB + 5, 1), small = test::random_bytes(64, 2);
+  DeviceBuffer big_dev(dev, big.size());
+  dev->copy_to_device(big_dev.data(), big.data(), big.size());
+  const std::vector<SaveTensor> on_device{
+      {"big", DType::u8, {big.size()}, big_dev.data(), big.size()},
+      {"small", DType::f32, {16}, small.data(), small.size()}};
+  const std::vector<SaveTensor> on_host{{"big", DType::u8, {big.size()}, big.data(), big.size()},
+                                        {"small", DType::f32, {16}, small.data(), small.size()}};
+  const SaveResult r = save_safetensors("s3://ok/dev.safetensors", on_device, {.device = dev});
+  EXPECT_NE(r.transfer.reason.find("multipart upload of 2 parts"), std::string::npos)
+      << r.transfer.reason;
+  EXPECT_NE(r.transfer.reason.find("staged through host memory"), std::string::npos)
+      << r.transfer.reason;
+  (void)save_safetensors(dir.file("host.safetensors"), on_host);
+  const auto local = test::pread_file(dir.file("host.safetensors"), 0,
+                                      fs::file_size(dir.file("host.safetensors")));
+  EXPECT_EQ(r.file_bytes, local.size());
+  EXPECT_TRUE(server_.object("ok", "dev.safetensors") == local);
 }
 
 // SIGTERM (and SIGINT) make `sluice write` abort its upload before it exits 128 + 15.
