@@ -51,6 +51,7 @@ int run_url_write(const WriteArgs& a) {
   if (!a.device.empty() || (a.path != "auto" && a.path != "host"))
     throw UsageError("a URL is written from host memory only (no --device or --path)");
   if (a.offset != "0") throw UsageError("an object is written whole: --offset does not apply to a URL");
+  if (a.fsync) throw UsageError("--fsync does not apply to a URL (S3 stores an object durably before it says so)");
   return run_remote_write({.in = a.in, .url = a.file, .part_size = a.part_size, .in_flight = a.in_flight, .json = a.json});
 }
 

@@ -121,7 +121,7 @@ int run_remote_write(const RemoteWrite& a) {
       if (n < buf.size()) break;
     }
     if (write_stop_signal.load() == 0) w.commit();
-  } catch (const Error& e) {
+  } catch (const Error&) {
     if (write_stop_signal.load() == 0) throw;
   }
   progress.finish();
