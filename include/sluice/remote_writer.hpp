@@ -57,6 +57,12 @@ class SLUICE_API RemoteWriter {
   /// the object is visible from now on, whole. Throws as append() does, after aborting.
   TransferResult commit();
 
+  /// Moves the requests in flight along for up to `wait_ms` milliseconds (less when none is
+  /// left): for a caller that waits for its next bytes (a pipe), so that the parts already
+  /// appended keep going out meanwhile. Returns whether requests are still in flight (false:
+  /// nothing to drive, it returned at once). Throws as append() does, after aborting.
+  bool drive(unsigned wait_ms);
+
   /// Stops every request in flight and aborts the upload, unless committed. Never throws; a
   /// failed AbortMultipartUpload is kept in abort_error(). Idempotent.
   void abort() noexcept;

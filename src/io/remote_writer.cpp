@@ -602,6 +602,22 @@ void RemoteWriter::append(const void* data, std::uint64_t size) {
   }
 }
 
+bool RemoteWriter::drive(unsigned wait_ms) {
+  State& s = *state_;
+  if (s.committed || s.failed) return false;
+  const auto until = Clock::now() + std::chrono::milliseconds(wait_ms);
+  try {
+    do {
+      s.pump(true);
+    } while ((s.active > 0 || !s.waiting.empty()) && Clock::now() < until);
+  } catch (...) {
+    s.failed = true;
+    abort();
+    throw;
+  }
+  return s.active > 0 || !s.waiting.empty();
+}
+
 TransferResult RemoteWriter::commit() {
   State& s = *state_;
   if (s.committed || s.failed)

@@ -16,7 +16,7 @@ first path component, path-style) picks the fault:
                  server checks the list against the parts it has; every bucket does)
 
 GET /state/BUCKET returns JSON: {"objects": {key: size}, "open_uploads": n, "aborted": n,
-"requests": {"UploadPart": n, ...}}, so a test can check that a failed write left no object and
+"parts_stored": n (parts received by the open uploads), "requests": {"UploadPart": n, ...}}, so a test can check that a failed write left no object and
 no upload in progress. Usage: s3_fault_server.py. Binds 127.0.0.1 on a free port, prints the port,
 and exits when its standard input closes.
 """
@@ -78,6 +78,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 b = bucket(key)
                 doc = {"objects": {k: len(v) for k, v in b["objects"].items()},
                        "open_uploads": len(b["uploads"]), "aborted": b["aborted"],
+                       "parts_stored": sum(len(u["parts"]) for u in b["uploads"].values()),
                        "requests": b["requests"]}
             return self.send_body(200, json.dumps(doc).encode())
         with LOCK:

@@ -6,6 +6,7 @@
 #include "write_remote.hpp"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -43,21 +44,25 @@ void catch_write_stop_signals() {
   ::sigaction(SIGTERM, &sa, nullptr);
 }
 
-std::size_t read_some(int fd, char* buf, std::size_t size, const std::string& what) {
-  std::size_t got = 0;
-  while (got < size) {
-    const ssize_t n = ::read(fd, buf + got, size - got);
+// Reads what fd has (at most size bytes) once it has something: 0 at the end of the input or on
+// a stop signal. While a pipe has nothing to read, the parts already appended keep going out
+// (w.drive), so a slow producer does not stall the upload.
+std::size_t read_available(int fd, char* buf, std::size_t size, const std::string& what,
+                           RemoteWriter& w) {
+  while (write_stop_signal.load() == 0) {
+    pollfd p{.fd = fd, .events = POLLIN, .revents = 0};
+    if (::poll(&p, 1, 0) == 0) {
+      if (!w.drive(50)) (void)::poll(&p, 1, 100);  // nothing in flight: just wait for input
+      continue;
+    }
+    const ssize_t n = ::read(fd, buf, size);
     if (n < 0) {
-      if (errno == EINTR) {
-        if (write_stop_signal.load() != 0) break;
-        continue;
-      }
+      if (errno == EINTR) continue;
       throw_os_error(errno, {.op = "read", .path = what}, "cannot read input");
     }
-    if (n == 0) break;
-    got += static_cast<std::size_t>(n);
+    return static_cast<std::size_t>(n);
   }
-  return got;
+  return 0;
 }
 
 std::string write_summary(const RemoteWrite& a, const RemoteWriter& w, const TransferResult& r,
@@ -111,14 +116,13 @@ int run_remote_write(const RemoteWrite& a) {
   std::vector<char> buf(static_cast<std::size_t>(w.part_size()));
   try {
     for (;;) {
-      const std::size_t n = read_some(in_fd, buf.data(), buf.size(), in_name);
-      if (write_stop_signal.load() != 0) break;
-      if (n > 0) w.append(buf.data(), n);
+      const std::size_t n = read_available(in_fd, buf.data(), buf.size(), in_name, w);
+      if (n == 0) break;
+      w.append(buf.data(), n);
       if (progress.due()) {
         progress.show(fmt::format("write: {} of {} uploaded", format_size(w.bytes_uploaded()),
                                   size ? format_size(*size) : std::string("?")));
       }
-      if (n < buf.size()) break;
     }
     if (write_stop_signal.load() == 0) w.commit();
   } catch (const Error&) {
