@@ -7,6 +7,7 @@ import os
 import re
 
 from . import _sluice
+from ._remote import is_remote_url
 
 _UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
           "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
@@ -47,7 +48,8 @@ def save_checkpoint(entries, directory, max_shard_size, metadata, device):
     Alone: plan, remove the old index, write the shards, write the index. Under torch.distributed
     every rank gathers every rank's (name, bytes), so all compute the same plan; rank 0 removes
     the old index, a barrier; each rank writes its own shards (durable when the call returns), a
-    barrier; rank 0 writes the index and removes stale shards, a barrier (docs/save.md)."""
+    barrier; rank 0 writes the index and removes stale shards, a barrier (docs/save.md). An s3://
+    prefix takes the same sequence: each shard an upload that appears whole, the index last."""
     limit = parse_size(max_shard_size)
     directory = os.fspath(directory)
     mine = [(name, _nbytes(shape, buf), 0) for name, _, shape, buf in entries]
@@ -60,7 +62,8 @@ def save_checkpoint(entries, directory, max_shard_size, metadata, device):
         gathered = [None] * dist.get_world_size()
         dist.all_gather_object(gathered, [(n, b) for n, b, _ in mine])
         plan = [(n, b, r) for r, part in enumerate(gathered) for n, b in part]
-    os.makedirs(directory, exist_ok=True)
+    if not is_remote_url(directory):  # an s3:// prefix needs no folder
+        os.makedirs(directory, exist_ok=True)
     if rank == 0:
         _sluice._begin_checkpoint(directory, plan, limit)
     if dist is not None:

@@ -39,7 +39,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr std::size_t max_error_body = 64 * KiB;
 constexpr long curl_buffer_size = 512 * 1024;  // fewer, larger write callbacks (reference §7)
-constexpr std::uint64_t max_retry_after_ms = 20000;  // a longer Retry-After is waited for this long
 
 void init_curl_once() {
   static std::once_flag once;
@@ -257,25 +256,18 @@ void RemoteReader::State::retry(Part& p, const std::string& cause, std::vector<P
                      p.attempts, cause, p.got, p.size));
   }
   ++delta.retries[cause];
-  if (cause.starts_with("429") || cause.starts_with("503") || cause == "HTTP 429" ||
-      cause == "HTTP 503") {
+  if (remote::is_throttle_cause(cause)) {
     window = std::max(1U, window / 2);
     delta.lowest_in_flight =
         delta.lowest_in_flight == 0 ? window : std::min(delta.lowest_in_flight, window);
   }
-  const std::uint64_t ceiling =
-      std::min<std::uint64_t>(opt.backoff_cap_ms, static_cast<std::uint64_t>(opt.backoff_base_ms)
-                                                      << std::min(p.attempts - 1, 20U));
-  std::uint64_t wait_ms = std::uniform_int_distribution<std::uint64_t>(0, ceiling)(rng);
-  // A server's Retry-After (429, 503) is a floor on the wait, up to max_retry_after_ms.
   curl_off_t retry_after = 0;
-  if (p.easy != nullptr &&
-      curl_easy_getinfo(p.easy, CURLINFO_RETRY_AFTER, &retry_after) == CURLE_OK &&
-      retry_after > 0) {
-    wait_ms = std::max<std::uint64_t>(
-        wait_ms, std::min<std::uint64_t>(static_cast<std::uint64_t>(retry_after) * 1000,
-                                         max_retry_after_ms));
+  if (p.easy == nullptr ||
+      curl_easy_getinfo(p.easy, CURLINFO_RETRY_AFTER, &retry_after) != CURLE_OK) {
+    retry_after = 0;
   }
+  const std::uint64_t wait_ms =
+      remote::backoff_ms(p.attempts, opt.backoff_base_ms, opt.backoff_cap_ms, retry_after, rng);
   p.not_before = Clock::now() + std::chrono::milliseconds(wait_ms);
   waiting.push_back(&p);
 }

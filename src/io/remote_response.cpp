@@ -113,6 +113,25 @@ std::optional<std::string> retry_cause_of_curl(int curl_code) {
   }
 }
 
+bool is_throttle_cause(std::string_view cause) noexcept {
+  return cause.starts_with("429") || cause.starts_with("503") || cause == "HTTP 429" ||
+         cause == "HTTP 503";
+}
+
+std::uint64_t backoff_ms(unsigned attempts, unsigned base_ms, unsigned cap_ms,
+                         long long retry_after_s, std::mt19937_64& rng) {
+  constexpr std::uint64_t max_retry_after_ms = 20000;  // a longer Retry-After waits this long
+  const std::uint64_t ceiling = std::min<std::uint64_t>(
+      cap_ms, static_cast<std::uint64_t>(base_ms) << std::min(std::max(attempts, 1U) - 1, 20U));
+  std::uint64_t wait = std::uniform_int_distribution<std::uint64_t>(0, ceiling)(rng);
+  if (retry_after_s > 0) {
+    wait = std::max<std::uint64_t>(
+        wait, std::min<std::uint64_t>(static_cast<std::uint64_t>(retry_after_s) * 1000,
+                                      max_retry_after_ms));
+  }
+  return wait;
+}
+
 int errno_of_status(long status) noexcept {
   switch (status) {
     case 404:

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <random>
 #include <string>
 #include <string_view>
 
@@ -38,6 +39,16 @@ struct S3Error {
 /// SlowDown", "HTTP 500", "reset", "timeout"); nullopt when another try cannot help.
 [[nodiscard]] std::optional<std::string> retry_cause_of_status(long status, const S3Error& s3);
 [[nodiscard]] std::optional<std::string> retry_cause_of_curl(int curl_code);
+
+/// Whether a retry cause is the server throttling (429, 503): the requests in flight are cut.
+[[nodiscard]] bool is_throttle_cause(std::string_view cause) noexcept;
+
+/// The wait before the next try of a request tried `attempts` times so far: full jitter under
+/// base_ms doubled per try (at most cap_ms), and never less than a server's Retry-After
+/// (`retry_after_s` seconds, 0 when none; at most 20 s). The one retry policy of every remote
+/// request, GETs and uploads alike.
+[[nodiscard]] std::uint64_t backoff_ms(unsigned attempts, unsigned base_ms, unsigned cap_ms,
+                                       long long retry_after_s, std::mt19937_64& rng);
 
 /// The errno a failed GET stands for (404 ENOENT, 401/403 EACCES, 412 ESTALE, other EIO).
 [[nodiscard]] int errno_of_status(long status) noexcept;

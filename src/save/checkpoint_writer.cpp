@@ -14,7 +14,10 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "save/remote_save.hpp"
 #include "sluice/atomic_file.hpp"
+#include "sluice/remote.hpp"
+#include "sluice/remote_writer.hpp"
 #include "sluice/error.hpp"
 #include "sluice/save.hpp"
 
@@ -39,7 +42,13 @@ bool is_shard_name(const std::string& name, const std::string& prefix) {
   return digits(mid.substr(1, of - 1)) && digits(mid.substr(of + 4));
 }
 
+// "<directory>/<name>": a file in a folder, or an object under an s3:// prefix.
+std::string in_checkpoint(const std::string& directory, const std::string& name) {
+  return is_remote_url(directory) ? remote_join(directory, name) : (fs::path(directory) / name).string();
+}
+
 void write_text_atomically(const std::string& path, const std::string& text) {
+  if (is_remote_url(path)) return detail::write_text_remote(path, text);
   AtomicFile out = AtomicFile::create(path);
   if (!text.empty()) (void)write(out.file(), text.data(), text.size(), 0);
   out.commit(true);
@@ -82,8 +91,14 @@ ShardPlan plan_shards(std::span<const ShardEntry> tensors, std::uint64_t max_sha
 
 bool begin_checkpoint(const std::string& directory, const ShardPlan& plan) {
   const std::string& prefix = plan.prefix;
-  bool removed = remove_durably((fs::path(directory) / index_name(prefix)).string());
-  if (!plan.index_file.empty()) removed = remove_durably((fs::path(directory) / (prefix + ".safetensors")).string()) || removed;
+  if (is_remote_url(directory)) {
+    // S3 answers a DELETE the same whether the key was there or not.
+    remote_delete(in_checkpoint(directory, index_name(prefix)));
+    if (!plan.index_file.empty()) remote_delete(in_checkpoint(directory, prefix + ".safetensors"));
+    return false;
+  }
+  bool removed = remove_durably(in_checkpoint(directory, index_name(prefix)));
+  if (!plan.index_file.empty()) removed = remove_durably(in_checkpoint(directory, prefix + ".safetensors")) || removed;
   return removed;
 }
 
@@ -104,7 +119,7 @@ std::vector<SaveResult> save_shards(const std::string& directory, const ShardPla
       }
       mine.push_back(*it->second);
     }
-    out.push_back(save_safetensors((fs::path(directory) / shard.file).string(), mine, options));
+    out.push_back(save_safetensors(in_checkpoint(directory, shard.file), mine, options));
   }
   return out;
 }
@@ -118,8 +133,11 @@ void finish_checkpoint(const std::string& directory, const ShardPlan& plan) {
     for (const auto& shard : plan.shards) {
       for (const std::string& name : shard.tensors) index["weight_map"][name] = shard.file;
     }
-    write_text_atomically((fs::path(directory) / plan.index_file).string(), index.dump(2) + "\n");
+    write_text_atomically(in_checkpoint(directory, plan.index_file), index.dump(2) + "\n");
   }
+  // An s3:// prefix is not listed: shards of an older, larger save stay (the index names the
+  // current ones; docs/save.md).
+  if (is_remote_url(directory)) return;
   // Shards of an older save that this one does not name (it had more of them, or other N).
   std::set<std::string> ours;
   for (const auto& shard : plan.shards) ours.insert(shard.file);
@@ -139,7 +157,7 @@ std::vector<SaveResult> save_checkpoint(const std::string& directory, std::span<
   for (const SaveTensor& t : tensors) entries.push_back({t.name, t.bytes, 0});
   const ShardPlan plan = plan_shards(entries, max_shard_bytes);
   std::error_code ec;
-  fs::create_directories(directory, ec);
+  if (!is_remote_url(directory)) fs::create_directories(directory, ec);
   if (ec) throw_os_error(ec.value(), {.op = "save", .path = directory}, "cannot create the folder");
   (void)begin_checkpoint(directory, plan);
   std::vector<SaveResult> out = save_shards(directory, plan, 0, tensors, options);

@@ -17,9 +17,11 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "save/remote_save.hpp"
 #include "sluice/atomic_file.hpp"
 #include "sluice/error.hpp"
 #include "sluice/formats.hpp"
+#include "sluice/remote.hpp"
 #include "sluice/save.hpp"
 
 namespace sluice {
@@ -224,6 +226,7 @@ SaveResult save_safetensors(const std::string& path, std::span<const SaveTensor>
                             const SaveOptions& options) {
   const auto t0 = Clock::now();
   if (options.max_write == 0) throw_usage_error({.op = "save", .path = path}, "max_write must be at least 1");
+  if (is_remote_url(path)) return detail::save_safetensors_remote(path, tensors, options);
   const SafetensorsLayout layout = plan_safetensors(tensors, options.metadata);
   SaveResult result;
   result.path = path;

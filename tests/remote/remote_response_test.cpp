@@ -64,6 +64,24 @@ TEST(RemoteResponse, WhatIsRetried) {
   EXPECT_EQ(errno_of_status(403), EACCES);
 }
 
+// The one backoff of every remote request (reads and uploads): full jitter under the doubling
+// ceiling, capped, and never below a server's Retry-After (bounded at 20 s).
+TEST(RemoteResponse, BackoffIsJitteredCappedAndHonoursRetryAfter) {
+  std::mt19937_64 rng(1);
+  for (unsigned attempts = 1; attempts < 30; ++attempts) {
+    for (int i = 0; i < 50; ++i) {
+      const std::uint64_t w = backoff_ms(attempts, 100, 5000, 0, rng);
+      EXPECT_LE(w, std::min<std::uint64_t>(5000, 100ULL << std::min(attempts - 1, 20U))) << attempts;
+    }
+  }
+  EXPECT_GE(backoff_ms(1, 100, 5000, 3, rng), 3000U);
+  EXPECT_EQ(backoff_ms(1, 100, 5000, 3600, rng), 20000U);
+  EXPECT_TRUE(is_throttle_cause("503 SlowDown"));
+  EXPECT_TRUE(is_throttle_cause("HTTP 429"));
+  EXPECT_FALSE(is_throttle_cause("HTTP 500"));
+  EXPECT_FALSE(is_throttle_cause("reset"));
+}
+
 TEST(RemoteResponse, EndpointOfAUrl) {
   EXPECT_EQ(endpoint_of("http://127.0.0.1:8080/a/b?x=1"), "http://127.0.0.1:8080");
   EXPECT_EQ(endpoint_of("https://example.com"), "https://example.com");
