@@ -103,10 +103,14 @@ void read_answer(CURL* e, CURLcode rc, const Probe& p, RemoteCheck& c) {
   if (!c.tls) {
     c.tls_verify = "not used (http)";
   } else if (tls_failed) {
-    c.tls_verify = fmt::format(
-        "failed: {} (set AWS_CA_BUNDLE to the CA that signed the "
-        "endpoint's certificate)",
-        p.errbuf[0] ? p.errbuf : curl_easy_strerror(rc));
+    const std::string what = p.errbuf[0] ? p.errbuf : curl_easy_strerror(rc);
+    c.tls_verify = rc == CURLE_SSL_CONNECT_ERROR
+                       ? fmt::format("failed: {}", what)
+                       : fmt::format(
+                             "failed: {} (the CA bundle {} does not hold the CA that "
+                             "signed the endpoint's certificate: set AWS_CA_BUNDLE, or "
+                             "the profile's ca_bundle, to one that does)",
+                             what, c.ca_bundle.empty() ? "(libcurl's)" : c.ca_bundle);
   } else {
     c.tls_verify = c.tls_ms > 0 ? "verified (certificate chain and host name)" : "not reached";
   }
