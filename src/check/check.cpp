@@ -17,12 +17,14 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "check/check_remote.hpp"
 #include "check/cufile_json.hpp"
 #include "check/sysfs.hpp"
 #include "sluice/device.hpp"
 #include "sluice/error.hpp"
 #include "sluice/file.hpp"
 #include "sluice/internal/gpu_stack.hpp"
+#include "sluice/remote.hpp"
 #include "sluice/residency.hpp"
 #include "sluice/transfer.hpp"
 
@@ -269,7 +271,13 @@ Report inspect(const std::vector<std::string>& paths) {
   } catch (const std::exception& e) {
     r.device = fmt::format("none: {}", e.what());
   }
-  for (const auto& p : paths) r.paths.push_back(inspect_path(p, device));
+  for (const auto& p : paths) {
+    if (is_remote_url(p)) {
+      r.remotes.push_back(inspect_remote(p));
+    } else {
+      r.paths.push_back(inspect_path(p, device));
+    }
+  }
   r.config = config()->entries();
   r.cufile_json = inspect_cufile_json();
   r.hwloc = hwloc_summary();
@@ -333,6 +341,9 @@ std::string to_json(const Report& r) {
     paths.push_back(std::move(e));
   }
   j["paths"] = paths;
+  json remotes = json::array();
+  for (const auto& x : r.remotes) remotes.push_back(remote_json(x));
+  j["remote"] = remotes;
   json cfg = json::object();
   for (const auto& c : r.config) {
     cfg[c.name] = {{"value", c.value}, {"source", to_string(c.source)}, {"env", c.env}};
@@ -410,6 +421,7 @@ std::string to_text(const Report& r) {
                        x.file_pages, x.residency_method));
     }
   }
+  for (const auto& x : r.remotes) s += remote_text(x);
   line("Configuration");
   for (const auto& c : r.config)
     line(fmt::format("  {:<20} {:<12} {} ({})", c.name, c.value, to_string(c.source), c.env));

@@ -1,6 +1,7 @@
 // RemoteReader in a build without libcurl: opening a URL says so (docs/remote.md, "Building").
 #include "sluice/error.hpp"
 #include "sluice/remote.hpp"
+#include "sluice/remote_check.hpp"
 
 namespace sluice {
 
@@ -38,6 +39,11 @@ const RemoteStats& RemoteReader::stats() const noexcept {
 }
 std::string RemoteReader::reason() const {
   return {};
+}
+RemoteCheck check_remote(const std::string& url, bool /*probe*/) {
+  throw_usage_error({.op = "check", .path = url},
+                    "this libsluice was built without libcurl: install libcurl4-openssl-dev and "
+                    "rebuild to read http://, https:// and s3:// URLs");
 }
 
 }  // namespace sluice

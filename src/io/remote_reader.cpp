@@ -283,7 +283,14 @@ void RemoteReader::State::finish(Part& p, CURLcode rc, std::vector<Part*>& waiti
   if (!p.fault.empty()) fail(p, EPROTO, p.fault);
   if (rc != CURLE_OK) {
     const auto cause = remote::retry_cause_of_curl(rc);
-    if (!cause) fail(p, EIO, fmt::format("{}: {}", curl_easy_strerror(rc), p.errbuf));
+    if (!cause) {
+      const bool unknown_ca = rc == CURLE_PEER_FAILED_VERIFICATION || rc == CURLE_SSL_CACERT_BADFILE;
+      fail(p, EIO, fmt::format("{}: {}{}", curl_easy_strerror(rc), p.errbuf,
+                               unknown_ca ? " (TLS: set AWS_CA_BUNDLE to the CA that signed the "
+                                            "endpoint's certificate; sluice check URL shows the "
+                                            "bundle used)"
+                                          : ""));
+    }
     return retry(p, *cause, waiting);
   }
   if (status == 206) {

@@ -7,16 +7,12 @@
 
 #include <fmt/format.h>
 
+#include "io/aws_config.hpp"
 #include "io/remote_response.hpp"
 #include "sluice/error.hpp"
 
 namespace sluice::remote {
 namespace {
-
-std::string env(const char* name) {
-  const char* v = std::getenv(name);
-  return v == nullptr ? std::string() : std::string(v);
-}
 
 // The host of "scheme://host[:port][/...]", without brackets or port.
 std::string host_of(std::string_view endpoint) {
@@ -32,6 +28,26 @@ bool is_ip_or_localhost(const std::string& host) {
          inet_pton(AF_INET6, host.c_str(), buf) == 1;
 }
 
+// Path-style unless the style says virtual, or says auto and the endpoint is a named host and
+// the bucket a valid TLS host label (no dot).
+bool use_path_style(const AwsSetting& style, const std::string& host, const std::string& bucket,
+                    std::string& why) {
+  if (style.value != "auto") {
+    why = fmt::format("addressing_style {} ({})", style.value, style.from);
+    return style.value == "path";
+  }
+  if (is_ip_or_localhost(host)) {
+    why = "auto: the endpoint's host is an IP address or localhost";
+    return true;
+  }
+  if (bucket.find('.') != std::string::npos) {
+    why = "auto: the bucket's name has a dot";
+    return true;
+  }
+  why = "auto: a named endpoint";
+  return false;
+}
+
 RemoteTarget resolve_s3(const std::string& url) {
   const std::string_view rest = std::string_view(url).substr(5);
   const auto slash = rest.find('/');
@@ -39,22 +55,26 @@ RemoteTarget resolve_s3(const std::string& url) {
   const std::string key(slash == std::string_view::npos ? "" : rest.substr(slash + 1));
   if (bucket.empty() || key.empty())
     throw_usage_error({.op = "open", .path = url}, "an S3 URL is s3://BUCKET/KEY");
-  std::string region = env("AWS_REGION");
-  if (region.empty()) region = env("AWS_DEFAULT_REGION");
-  if (region.empty()) region = "us-east-1";
-  std::string endpoint = env("AWS_ENDPOINT_URL_S3");
-  if (endpoint.empty()) endpoint = env("AWS_ENDPOINT_URL");
-  const bool custom = !endpoint.empty();
-  if (!custom) endpoint = fmt::format("https://s3.{}.amazonaws.com", region);
+  const AwsSettings cfg = resolve_aws_settings();
+  std::string endpoint = cfg.endpoint.value;
+  RemoteTarget t;
+  t.endpoint_from = cfg.endpoint.from;
+  if (endpoint.empty()) {
+    endpoint = fmt::format("https://s3.{}.amazonaws.com", cfg.region.value);
+    t.endpoint_from = "AWS's endpoint for the region";
+  }
   while (endpoint.ends_with('/')) endpoint.pop_back();
   if (!endpoint.starts_with("http://") && !endpoint.starts_with("https://")) {
     throw_usage_error({.op = "open", .path = url},
-                      fmt::format("endpoint '{}' is not an http(s):// URL", endpoint));
+                      fmt::format("endpoint '{}' ({}) is not an http(s):// URL", endpoint,
+                                  t.endpoint_from));
   }
-  RemoteTarget t;
-  t.ca_bundle = env("AWS_CA_BUNDLE");
-  const bool path_style =
-      is_ip_or_localhost(host_of(endpoint)) || bucket.find('.') != std::string::npos;
+  t.ca_bundle = cfg.ca_bundle.value;
+  t.ca_bundle_from = cfg.ca_bundle.from;
+  t.region = cfg.region.value;
+  t.region_from = cfg.region.from;
+  const bool path_style = use_path_style(cfg.addressing, host_of(endpoint), bucket,
+                                         t.addressing_from);
   t.addressing = path_style ? "path-style" : "virtual-hosted";
   if (path_style) {
     t.request_url = fmt::format("{}/{}/{}", endpoint, bucket, encode_key(key));
@@ -63,13 +83,8 @@ RemoteTarget resolve_s3(const std::string& url) {
     t.request_url = fmt::format("{}{}.{}/{}", endpoint.substr(0, scheme_end), bucket,
                                 endpoint.substr(scheme_end), encode_key(key));
   }
-  SigV4 s{region, env("AWS_ACCESS_KEY_ID"), env("AWS_SECRET_ACCESS_KEY"), env("AWS_SESSION_TOKEN")};
-  if (!s.key_id.empty() && !s.secret.empty()) {
-    t.sign = std::move(s);
-    t.credentials = "environment (AWS_ACCESS_KEY_ID)";
-  } else {
-    t.credentials = "none: unsigned requests";
-  }
+  t.credentials = cfg.credentials;
+  if (!cfg.key_id.empty()) t.sign = SigV4{cfg.region.value, cfg.key_id, cfg.secret, cfg.session_token};
   return t;
 }
 

@@ -1,10 +1,9 @@
 // Where a remote URL's requests go and how they are signed: an http(s):// URL as it is, an
-// s3://bucket/key URL resolved the way the AWS SDKs do (docs/remote.md, "S3"): the endpoint from
-// AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL (else AWS's regional one), the region from AWS_REGION /
-// AWS_DEFAULT_REGION (else us-east-1), path-style addressing for an endpoint that is an IP
-// address or localhost (or a bucket with a dot), virtual-hosted otherwise, and SigV4 with the
-// keys of AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (/ AWS_SESSION_TOKEN), or unsigned requests
-// when those are not set.
+// s3://bucket/key URL resolved the way the AWS SDKs do (docs/remote.md, "S3"): endpoint, region,
+// keys and CA bundle from the environment, then the profile's shared files (io/aws_config.hpp);
+// path-style addressing for an endpoint that is an IP address or localhost (or a bucket with a
+// dot), virtual-hosted otherwise, unless an addressing style is set; SigV4 with the keys found,
+// or unsigned requests when there are none.
 #pragma once
 
 #include <optional>
@@ -23,8 +22,12 @@ struct RemoteTarget {
   std::string endpoint;     ///< "scheme://host[:port]" of request_url: the stats' key
   std::optional<SigV4> sign;
   std::string addressing;   ///< "path-style", "virtual-hosted" or "" (not S3)
-  std::string credentials;  ///< where the keys came from ("environment", "none: unsigned")
-  std::string ca_bundle;    ///< AWS_CA_BUNDLE for s3:// (empty: libcurl's default)
+  std::string credentials;  ///< where the keys came from ("environment (...)", "none: ...")
+  std::string ca_bundle;    ///< AWS_CA_BUNDLE or the profile's ca_bundle (empty: libcurl's)
+  // Where each S3 setting came from (a variable, "profile NAME in FILE", "default"), and why the
+  // addressing is what it is: what `sluice check s3://...` prints.
+  std::string region;  ///< S3's region (also when unsigned)
+  std::string region_from, endpoint_from, addressing_from, ca_bundle_from;
 };
 
 /// Throws a usage Error (op "open", path the URL) for a URL it cannot serve.

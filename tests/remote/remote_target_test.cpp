@@ -16,9 +16,17 @@ class RemoteTarget : public ::testing::Test {
   void SetUp() override {
     for (const char* n :
          {"AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_REGION", "AWS_DEFAULT_REGION",
-          "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_CA_BUNDLE"}) {
+          "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_CA_BUNDLE",
+          "AWS_PROFILE", "AWS_NO_SIGN_REQUEST", "SLUICE_S3_ADDRESSING_STYLE"}) {
       env_.push_back(std::make_unique<test::ScopedEnv>(n, std::nullopt));
     }
+    // No shared files: this machine's ~/.aws must not change the answers.
+    set("AWS_CONFIG_FILE", "/nonexistent/sluice-test/config");
+    set("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent/sluice-test/credentials");
+  }
+  // Restored newest first: a variable set twice gets its first value back, not the middle one.
+  void TearDown() override {
+    while (!env_.empty()) env_.pop_back();
   }
   void set(const char* n, const char* v) {
     env_.push_back(std::make_unique<test::ScopedEnv>(n, v));

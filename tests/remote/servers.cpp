@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <fstream>
 #include <thread>
 
@@ -87,7 +88,8 @@ int free_port() {
   return ntohs(a.sin_port);
 }
 
-Nginx::Nginx(const std::string& root, const std::string& scratch) {
+Nginx::Nginx(const std::string& root, const std::string& scratch, const std::string& tls_dir)
+    : tls_(!tls_dir.empty()) {
   if (!have_program("nginx")) {
     why_ = "nginx (Debian nginx-light)";
     return;
@@ -105,13 +107,18 @@ http {{
   client_body_temp_path {0}; proxy_temp_path {0}; fastcgi_temp_path {0};
   uwsgi_temp_path {0}; scgi_temp_path {0};
   server {{
-    listen 127.0.0.1:{1};
-    root {2};
+    listen 127.0.0.1:{1}{3};
+    root {2};{4}
     location /moved/ {{ rewrite ^/moved/(.*)$ /$1 redirect; }}
   }}
 }}
 )",
-                                                        scratch, port, root);
+                                                        scratch, port, root, tls_ ? " ssl" : "",
+                                                        tls_ ? fmt::format(R"(
+    ssl_certificate {0}/cert.pem;
+    ssl_certificate_key {0}/key.pem;)",
+                                                                           tls_dir)
+                                                             : std::string());
   std::string nginx = "nginx";
   for (const char* p : {"/usr/sbin/nginx", "/sbin/nginx"}) {
     if (::access(p, X_OK) == 0) nginx = p;
@@ -128,7 +135,17 @@ http {{
 }
 
 std::string Nginx::url(const std::string& path) const {
-  return fmt::format("http://127.0.0.1:{}/{}", port_, path);
+  return fmt::format("{}://127.0.0.1:{}/{}", tls_ ? "https" : "http", port_, path);
+}
+
+bool make_test_certificate(const std::string& dir) {
+  if (!have_program("openssl")) return false;
+  const std::string cmd = fmt::format(
+      "openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=localhost "
+      "-addext subjectAltName=DNS:localhost,IP:127.0.0.1 -keyout '{0}/key.pem' "
+      "-out '{0}/cert.pem' >'{0}/openssl.log' 2>&1",
+      dir);
+  return std::system(cmd.c_str()) == 0;  // NOLINT(cert-env33-c): a fixed command, test only
 }
 
 namespace {

@@ -30,10 +30,11 @@ class Child {
 
 /// nginx serving `root` on a free port of 127.0.0.1, with its configuration, pid, logs and
 /// temporary files in `scratch`; /moved/X redirects (302) to /X. ok() is false (and why() says
-/// why) when nginx is missing or did not come up.
+/// why) when nginx is missing or did not come up. With `tls_dir` (holding cert.pem and key.pem,
+/// as make_test_certificate() writes them) it serves https only.
 class Nginx {
  public:
-  Nginx(const std::string& root, const std::string& scratch);
+  Nginx(const std::string& root, const std::string& scratch, const std::string& tls_dir = "");
   [[nodiscard]] bool ok() const noexcept { return port_ > 0; }
   [[nodiscard]] const std::string& why() const noexcept { return why_; }
   [[nodiscard]] std::string url(const std::string& path) const;
@@ -42,7 +43,12 @@ class Nginx {
   Child child_;
   int port_ = 0;
   std::string why_;
+  bool tls_ = false;
 };
+
+/// A self-signed certificate for localhost and 127.0.0.1 (openssl), cert.pem and key.pem in
+/// `dir`; false when openssl is missing or failed.
+[[nodiscard]] bool make_test_certificate(const std::string& dir);
 
 /// fault_server.py serving `file`: url("reset") is the object behind that fault.
 class FaultServer {

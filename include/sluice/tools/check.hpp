@@ -12,6 +12,7 @@
 
 #include "sluice/config.hpp"
 #include "sluice/export.hpp"
+#include "sluice/remote_check.hpp"
 
 namespace sluice::check {
 
@@ -105,6 +106,9 @@ struct Report {
   CufileState cufile;
   Platform platform;
   std::vector<PathReport> paths;
+  /// The PATHs that are URLs (s3://, http://, https://): resolved, and one GET of the first
+  /// byte; error set when it could not be resolved or did not answer 206 (or 200).
+  std::vector<RemoteCheck> remotes;
   std::vector<Config::Entry> config;
   CufileJson cufile_json;
   std::string hwloc;  ///< topology summary, or why there is none
