@@ -1,11 +1,16 @@
 #!/usr/bin/env bash
-# Remote reads (docs/remote.md) against one curl stream, over loopback from nginx: the first cut
-# of issue 35's benchmark (the other peers, aws s3 cp, rclone, boto3 and the CRT client, are not
-# here yet).
+# Remote reads (docs/remote.md) against their peers, over loopback: first sluice against one curl
+# stream from nginx, then (when the S3 emulator is built) sluice against the S3 clients that are
+# installed, from the same object in s3rver (bench/remote_s3_peers.py: aws s3 cp, rclone
+# multi-thread, boto3 download_fileobj, the CRT S3 client).
 #
 #   bench/remote.sh [BUILD_DIR] [ROUNDS] [SIZE_MIB] [LIMIT_RATE]
 #        defaults: build/release, 5 rounds, 512 MiB, no limit; e.g. LIMIT_RATE=20m caps each
-#        connection (nginx limit_rate), the way S3 caps each of its connections
+#        connection (nginx limit_rate), the way S3 caps each of its connections. SIZE_MIB=2048
+#        is issue 35's 2 GiB object (the default is smaller: 2 shared cores, 24 GiB, and the
+#        object is in /dev/shm several times over). S3=0 skips the S3 half; S3RVER_MODULES names
+#        the node_modules holding @20minutes/s3rver (default: the remote tests' npm ci,
+#        BUILD_DIR/tests/remote/s3rver/node_modules, target remote_test_s3rver).
 #
 # The object sits in /dev/shm (so the server side is never disk-bound), nginx serves it with
 # sendfile on a free port of 127.0.0.1 (master_process off, everything in a temp folder, stopped
@@ -68,3 +73,20 @@ for name, v in res.items():
     print(f"{name:8} {w:8.3f} {gib / w:8.2f} {c / gib:10.3f}")
 print(f"sluice/curl throughput {med['curl'][0] / med['sluice'][0]:.2f}x, CPU per GiB {med['sluice'][1] / max(med['curl'][1], 1e-9):.2f}x")
 EOF
+
+# The S3 half: the emulator of the remote tests, its objects in /dev/shm.
+modules=${S3RVER_MODULES:-$build/tests/remote/s3rver/node_modules}
+if [[ ${S3:-1} == 0 ]]; then exit 0; fi
+if [[ ! -f $modules/@20minutes/s3rver/package.json ]] || ! command -v node >/dev/null; then
+  echo "S3 peers skipped: no s3rver in $modules (build target remote_test_s3rver) or no node"
+  exit 0
+fi
+here=$(cd "$(dirname "$0")/.." && pwd)
+mkdir -p "$work/s3"
+coproc S3RVER { exec node "$here/tests/remote/s3_server.js" "$modules" "$work/s3"; }
+read -r s3port <&"${S3RVER[0]}"
+endpoint=http://127.0.0.1:$s3port
+/usr/bin/python3 "$here/tests/remote/s3_put.py" "$endpoint" sluice-test obj.bin "$work/www/obj.bin"
+rm -f "$work/www/obj.bin"  # the S3 copy is enough from here on (memory)
+/usr/bin/python3 "$here/bench/remote_s3_peers.py" "$sluice" "$endpoint" \
+  "$here/tests/remote/s3_put.py" "$rounds" "$size_mib" "$work"
