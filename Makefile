@@ -17,7 +17,7 @@ DEB_CORE := build-essential cmake pkg-config g++ \
   libcurl4-openssl-dev
 DEB_MORE := clang clang-format clang-tidy libclang-rt-14-dev fio chromium python3-numpy \
   python3-dev pybind11-dev libdlpack-dev python3-pytest python3-torch python3-venv python3-pip \
-  python3-setuptools nginx-light python3-boto3
+  python3-setuptools nginx-light python3-boto3 awscli rclone python3-awscrt
 DEB_PACKAGES := $(DEB_CORE) $(DEB_MORE)
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)

@@ -130,6 +130,11 @@ TEST_F(RemoteTest, CliReadsAUrlAndSaysRemote) {
   EXPECT_EQ(j["path"], "remote");
   EXPECT_EQ(j["bytes"], object_size);
   EXPECT_NE(j["reason"].get<std::string>().find("ranged GET"), std::string::npos);
+  // Every request's latency is in the JSON, its percentiles in order.
+  EXPECT_EQ(j["latency_us"]["count"], j["ios"]);
+  EXPECT_GT(j["latency_us"]["p50"].get<std::uint64_t>(), 0U);
+  EXPECT_LE(j["latency_us"]["p50"].get<std::uint64_t>(), j["latency_us"]["p99"].get<std::uint64_t>());
+  EXPECT_LE(j["latency_us"]["p99"].get<std::uint64_t>(), j["latency_us"]["max"].get<std::uint64_t>());
   EXPECT_TRUE(test::pread_file(out, 0, object_size + 10) == data_);
   const test::CliRun missing = test::run_captured(
       SLUICE_CLI_PATH, "read " + test::shell_quote(nginx.url("nope")) + " --out " + out,

@@ -22,6 +22,13 @@
 namespace sluice::cli {
 namespace {
 
+// Request latency (sent to last byte) of this read's GETs: what a slow endpoint shows first.
+nlohmann::json remote_latency_json(const LatencyHistogram& us) {
+  auto at = [&](double p) { return us.value_at_percentile(p); };
+  return {{"count", us.count()}, {"p50", at(50)}, {"p90", at(90)}, {"p99", at(99)},
+          {"max", us.max()}};
+}
+
 std::string remote_summary(const RemoteRead& a, const RemoteReader& reader, const TransferResult& r,
                            double cpu) {
   const double gib_s = r.seconds > 0 ? static_cast<double>(r.bytes) / GiB / r.seconds : 0.0;
@@ -42,7 +49,9 @@ std::string remote_summary(const RemoteRead& a, const RemoteReader& reader, cons
                       {"ios", st.requests},
                       {"endpoint", reader.endpoint()},
                       {"connections", st.connections},
-                      {"retries", st.retries}};
+                      {"retries", st.retries},
+                      {"lowest_in_flight", st.lowest_in_flight},
+                      {"latency_us", remote_latency_json(st.latency_us)}};
   return j.dump();
 }
 
