@@ -225,3 +225,31 @@ def test_safe_open_slice_of_a_url_reads_only_its_rows(www):
     assert np.array_equal(got, big[1000:1016])
     assert [(m, s) for m, _, _, s, _ in after] == [("GET", 206)]
     assert after[0][4] == 16 * 1024 * 4
+
+
+def test_safe_open_strided_slice_of_a_url_reads_run_by_run(www):
+    # Rows 2 MiB apart: one ranged GET per row (4 KiB each), not the 6 MiB between the first and
+    # the last; columns of neighbouring rows (gaps under 1 MiB) stay one ranged read.
+    np = need("numpy")
+    import sluice.numpy
+
+    root, url = www
+    big = np.random.default_rng(4).standard_normal((2048, 1024)).astype(np.float32)  # rows of 4 KiB
+    sluice.numpy.save_file({"big": big}, str(root / "s.safetensors"))
+    with sluice.safe_open(url("s.safetensors"), "np") as f, sluice.safe_open(str(root / "s.safetensors"), "np") as local:
+        opened = len(_requests(root, 1))
+        rows = f.get_slice("big")[::512, 8:]
+        after = _requests(root, opened + 4)[opened:]
+        assert np.array_equal(rows, local.get_slice("big")[::512, 8:])
+        assert np.array_equal(rows, big[::512, 8:])
+        assert sorted(n for _, _, _, _, n in after) == [1016 * 4] * 4
+        cols = f.get_slice("big")[100:110, 0:16]
+        more = _requests(root, opened + 5)[opened + 4 :]
+        assert np.array_equal(cols, big[100:110, 0:16])
+        assert [(s, n) for _, _, _, s, n in more] == [(206, (9 * 1024 + 16) * 4)]
+        # Negative steps (NumPy) and single rows read run by run too, and equal NumPy's indexing.
+        assert np.array_equal(f.get_slice("big")[::-700, 5:1:-1], big[::-700, 5:1:-1])
+        assert np.array_equal(f.get_slice("big")[1500, ::300], big[1500, ::300])
+    torch = need("torch")
+    with sluice.safe_open(url("s.safetensors"), "pt") as f:
+        assert torch.equal(f.get_slice("big")[::512, 3:9], torch.from_numpy(big[::512, 3:9].copy()))
