@@ -253,3 +253,10 @@ def test_safe_open_strided_slice_of_a_url_reads_run_by_run(www):
     torch = need("torch")
     with sluice.safe_open(url("s.safetensors"), "pt") as f:
         assert torch.equal(f.get_slice("big")[::512, 3:9], torch.from_numpy(big[::512, 3:9].copy()))
+
+
+def test_loader_over_a_url_says_it_is_not_supported_yet():
+    # Ingest reads local files only: a URL is refused by name, not reported as a missing file.
+    with pytest.raises(ValueError, match="not supported yet") as e:  # a usage error
+        sluice.data.Loader(["https://example.com/b/shard-000.tar"], batch_size=2, device="cpu")
+    assert "https://example.com/b/shard-000.tar" in str(e.value)
