@@ -27,8 +27,7 @@ whole API, docs/save.md the save sequence.
 from . import data
 from ._errors import Error, FileExistsError, FileNotFoundError, IsADirectoryError, PermissionError
 from ._safe_open import SafeSlice, safe_open
-from ._remote import File
-from ._sluice import Future, RemoteFile, Result, Tensor, __version__, last_load_report, last_save_report, load
+from ._sluice import File, Future, RemoteFile, Result, Tensor, __version__, last_load_report, last_save_report, load
 from ._sluice import loaded_bytes_in_use
 
 __all__ = [

@@ -31,6 +31,7 @@ class safe_open:  # noqa: N801 (safetensors' name)
         self._to = self._convert.to_torch if module == "torch" else self._convert.to_numpy
         self._device = device
         self._checkpoint = _sluice._Checkpoint(filename)
+        self._remote = isinstance(filename, str) and filename.startswith(_REMOTE_SCHEMES)
 
     def _open(self):
         if self._checkpoint is None:
@@ -80,6 +81,7 @@ class SafeSlice:
         self._to = opened._to
         self._strided = opened._convert._strided
         self._numpy = opened._numpy
+        self._remote = opened._remote
         self._name = name
         self._dtype, shape, self._fortran_order, self._bits = self._checkpoint.describe(name)
         self._shape = tuple(shape)
@@ -106,11 +108,60 @@ class SafeSlice:
         else:
             first = offset + sum(min(0, (n - 1) * s) for n, s in zip(shape, strides))
             count = offset + sum(max(0, (n - 1) * s) for n, s in zip(shape, strides)) + 1 - first
-        flat = self._to(self._checkpoint.load_part(self._name, first, count, self._device))
+        ranges = _runs(offset - first, shape, strides, max(1, _REMOTE_GAP_BITS // self._bits)) if (
+            self._remote and numel) else None
+        if ranges is None or len(ranges) == 1:
+            flat = self._to(self._checkpoint.load_part(self._name, first, count, self._device))
+        else:
+            flat = self._gather(first, count, ranges)
         return self._strided(flat, offset - first if numel else 0, shape, strides)
+
+    def _gather(self, first, count, ranges):
+        # The span's buffer, with only the runs read into it: the gaps are never looked at.
+        parts = [self._to(self._checkpoint.load_part(self._name, first + a, b - a, self._device)) for a, b in ranges]
+        if self._numpy:
+            import numpy
+
+            flat = numpy.empty(count, dtype=parts[0].dtype)
+        else:
+            flat = parts[0].new_empty(count)
+        for (a, b), part in zip(ranges, parts):
+            flat[a:b] = part
+        return flat
 
     def __repr__(self) -> str:
         return f"sluice.SafeSlice({self._name!r}, dtype={self._dtype!r}, shape={list(self._shape)})"
+
+
+# A URL's slice is read run by run (one ranged read each) where runs lie more than this apart;
+# nearer runs are read as one range with their gap, as a local file's slice is read whole.
+_REMOTE_SCHEMES = ("http://", "https://", "s3://")
+_REMOTE_GAP_BITS = 8 << 20  # 1 MiB
+_MAX_RUNS = 1 << 16
+
+
+def _runs(offset, shape, strides, gap):
+    """The element ranges [a, b) of a strided part (offsets from its first element), contiguous
+    runs merged where less than ``gap`` elements apart; None when there are too many to list."""
+    run, outer = 1, []
+    dims = [(n, s) for n, s in zip(shape, strides) if n != 1]
+    while dims and dims[-1][1] == run:
+        run *= dims.pop()[0]
+    count = 1
+    for n, _ in dims:
+        count *= n
+    if count > _MAX_RUNS:
+        return None
+    starts = [offset]
+    for n, s in dims:
+        starts = [a + i * s for a in starts for i in range(n)]
+    merged = []
+    for a in sorted(set(starts)):
+        if merged and a - merged[-1][1] < gap:
+            merged[-1][1] = max(merged[-1][1], a + run)
+        else:
+            merged.append([a, a + run])
+    return [(a, b) for a, b in merged]
 
 
 def _strides(shape, fortran_order: bool) -> "list[int]":

@@ -5,7 +5,7 @@
 
 namespace sluice::python {
 
-/// Binds sluice._sluice.RemoteFile (python/sluice/_remote.py makes sluice.File return one).
+/// Binds sluice._sluice.RemoteFile and makes sluice._sluice.File(URL) return one (after bind_files).
 void bind_remote(pybind11::module_& m);
 
 }  // namespace sluice::python

@@ -9,6 +9,7 @@
 
 #include "dataset_parts.hpp"
 #include "sluice/error.hpp"
+#include "sluice/remote.hpp"
 
 namespace sluice {
 
@@ -58,6 +59,14 @@ DatasetFormat decide_format(std::span<const std::string> paths, const DatasetOpt
 
 std::shared_ptr<const Dataset> Dataset::open(std::span<const std::string> paths, const DatasetOptions& options) {
   if (paths.empty()) throw_usage_error(open_context, "no paths given");
+  for (const std::string& p : paths) {
+    // Said here, before a format opener reports a URL as a missing local file.
+    if (is_remote_url(p)) {
+      throw_usage_error({.op = "dataset", .path = p},
+                        "datasets are read from local files only: ingesting a URL is not supported yet "
+                        "(docs/remote.md); copy the shards to local storage");
+    }
+  }
   const DatasetFormat format = decide_format(paths, options);
   if (format == DatasetFormat::megatron && options.seq_len == 0) {
     throw_usage_error(open_context, "a megatron dataset needs seq_len (--seq-len L) larger than 0");

@@ -126,6 +126,9 @@ TEST_F(IngestDatasetFaults, OptionsAreChecked) {
   expect_refused({dir_.file("a.npy")}, seq(4), "", {"seq_len applies to megatron"}, ErrorDomain::usage);
   expect_refused({dir_.file("a.npy"), prefix_}, {}, "", {"looks like npy", "like megatron"}, ErrorDomain::usage);
   expect_refused({}, {}, "", {"no paths"}, ErrorDomain::usage);
+  // A URL is refused by name, not reported as a missing local file.
+  expect_refused({dir_.file("a.npy"), "https://example.com/b/s-000.tar"}, {},
+                 "https://example.com/b/s-000.tar", {"not supported yet"}, ErrorDomain::usage);
   const auto d = Dataset::open(std::vector<std::string>{dir_.file("a.npy")});
   std::vector<SampleExtent> ext;
   EXPECT_TRUE(error_of([&] { d->extents(2, ext); }));
