@@ -179,5 +179,28 @@ TEST_F(MpiFanout, ReadErrorOnOneRankFailsEveryRankNamingTheRange) {
   EXPECT_NE(r.err.find("Input/output error"), std::string::npos) << r.err;
 }
 
+TEST(FanoutOneProcess, LoadsEverythingAloneAndRefusesWhatItCannotDo) {
+  // Without a launcher, --fanout is a job of one rank: it reads everything and moves nothing.
+  test::TempDir dir("/var/tmp", "sluice-fanout-");
+  test::CleanSluiceEnv clean;
+  const auto data = pattern(3 * MiB + 5, 9);
+  write_file(dir.file("m.safetensors"), test::safetensors_file({{"x", "U8", {data.size()}, data}}));
+  const std::string path = shell_quote(dir.file("m.safetensors"));
+  auto r = test::run_captured(SLUICE_CLI_PATH,
+                              "load " + path + " --fanout --exchange-budget 1M --json", dir.path());
+  ASSERT_EQ(r.rc, 0) << r.out << r.err;
+  const json f = json::parse(r.out)["summary"]["fanout"];
+  EXPECT_EQ(f["reads"], 4);  // 3 MiB + 5 bytes in 1 MiB chunks
+  ASSERT_EQ(f["ranks"].size(), 1U);
+  EXPECT_EQ(f["ranks"][0]["read_bytes"].get<std::uint64_t>(), data.size());
+  EXPECT_EQ(f["ranks"][0]["sent_bytes"], 0);
+  for (const char* bad :
+       {"--device sim", "--exchange-budget 0", "--rank 0 --world 1", "--list", "--scope rack"}) {
+    r = test::run_captured(SLUICE_CLI_PATH, fmt::format("load {} --fanout {}", path, bad),
+                           dir.path());
+    EXPECT_EQ(r.rc, 2) << bad << ": " << r.out << r.err;
+  }
+}
+
 }  // namespace
 }  // namespace sluice
