@@ -6,6 +6,7 @@
 // names the dead process.
 #include <mpi.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <numeric>
@@ -75,6 +76,35 @@ class MpiCommunicator final : public Communicator {
     return out;
   }
 
+  std::vector<std::string> allgather(const std::string& mine) override {
+    const int len = static_cast<int>(mine.size());
+    std::vector<int> lens(static_cast<std::size_t>(size_));
+    MPI_Allgather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, MPI_COMM_WORLD);
+    std::vector<int> displs(lens.size());
+    std::exclusive_scan(lens.begin(), lens.end(), displs.begin(), 0);
+    std::string all(static_cast<std::size_t>(std::accumulate(lens.begin(), lens.end(), 0L)), '\0');
+    MPI_Allgatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(), MPI_CHAR, MPI_COMM_WORLD);
+    std::vector<std::string> out;
+    for (std::size_t r = 0; r < lens.size(); ++r) {
+      out.push_back(all.substr(static_cast<std::size_t>(displs[r]), static_cast<std::size_t>(lens[r])));
+    }
+    return out;
+  }
+
+  // MPI counts are ints: large moves go in pieces of 1 GiB.
+  void broadcast_bytes(void* data, std::size_t size, int root) override {
+    for_pieces(data, size, [&](char* p, int n) { MPI_Bcast(p, n, MPI_BYTE, root, MPI_COMM_WORLD); });
+  }
+  void send_bytes(const void* data, std::size_t size, int dest) override {
+    for_pieces(const_cast<void*>(data), size,
+               [&](char* p, int n) { MPI_Send(p, n, MPI_BYTE, dest, move_tag, MPI_COMM_WORLD); });
+  }
+  void recv_bytes(void* data, std::size_t size, int source) override {
+    for_pieces(data, size, [&](char* p, int n) {
+      MPI_Recv(p, n, MPI_BYTE, source, move_tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    });
+  }
+
   void arm_done() override {
     if (done_recv_ != MPI_REQUEST_NULL) return;
     MPI_Irecv(&done_buf_, 1, MPI_INT, MPI_ANY_SOURCE, done_tag, MPI_COMM_WORLD, &done_recv_);
@@ -129,7 +159,14 @@ class MpiCommunicator final : public Communicator {
   }
 
  private:
+  template <class F>
+  static void for_pieces(void* data, std::size_t size, F&& f) {
+    constexpr std::size_t piece = std::size_t{1} << 30;
+    auto* p = static_cast<char*>(data);
+    for (std::size_t done = 0; done < size; done += piece) f(p + done, static_cast<int>(std::min(piece, size - done)));
+  }
   static constexpr int done_tag = 7001;
+  static constexpr int move_tag = 7002;
   int rank_ = 0;
   int size_ = 1;
   MPI_Request done_recv_ = MPI_REQUEST_NULL;

@@ -18,6 +18,7 @@
 #include "sluice/load.hpp"
 #include "sluice/tools/cluster.hpp"
 #include "sluice/tools/load_cluster.hpp"
+#include "sluice/tools/load_fanout.hpp"
 #include "sluice/units.hpp"
 
 namespace sluice::cli {
@@ -39,6 +40,9 @@ struct LoadArgs {
   bool json = false;
   bool checksum = false;
   bool list = false;
+  bool fanout = false;
+  std::string scope = "node";
+  std::string exchange_budget = "64M";
 };
 
 std::string shape_text(const std::vector<std::uint64_t>& shape) {
@@ -198,9 +202,111 @@ void print_text(const Finished& f) {
   }
 }
 
+// --fanout: what one rank did, as rank 0 gathers it.
+nlohmann::json fanout_rank_json(const LoadArgs& a, const ClusterEnv& env, int rank, const Checkpoint& cp,
+                                 const FanoutLoaded& got) {
+  const FanoutLoadStats& s = got.stats;
+  nlohmann::json j = {{"rank", rank},           {"host", env.host},
+                      {"read_bytes", s.read_bytes}, {"sent_bytes", s.sent_bytes},
+                      {"received_bytes", s.received_bytes}, {"read_seconds", s.read_seconds},
+                      {"move_seconds", s.move_seconds}, {"seconds", s.seconds}};
+  if (a.checksum) {
+    nlohmann::json h = nlohmann::json::object();
+    for (std::size_t i = 0; i < got.tensors.size(); ++i) h[cp.tensors()[i].name] = fmt::format("{:016x}", host_xxh3(got.tensors[i]));
+    j["xxh3"] = std::move(h);
+  }
+  return j;
+}
+
+std::string fanout_reason(const FanoutLoadStats& s, int ranks) {
+  if (s.scope == FanoutScope::job || s.nodes == 1) {
+    return fmt::format("fan-out, scope {}: each byte read once by one of {} ranks (read amplification {:.1f}x)",
+                       to_string(s.scope), ranks, s.amplification());
+  }
+  return fmt::format("fan-out, scope node: each of {} nodes read the checkpoint once: read amplification {:.1f}x; "
+                     "--scope job reads it once", s.nodes, s.amplification());
+}
+
+void print_fanout(const LoadArgs& a, const Checkpoint& cp, const FanoutLoaded& got, const std::vector<nlohmann::json>& ranks) {
+  const FanoutLoadStats& s = got.stats;
+  const std::string reason = fanout_reason(s, static_cast<int>(ranks.size()));
+  if (!a.json) {
+    for (std::size_t i = 0; i < got.tensors.size(); ++i) {
+      const TensorInfo& t = cp.tensors()[i];
+      std::string line = fmt::format("{}  {}  {}  {}", t.name, dtype_of(cp, t), shape_text(t.shape), t.bytes);
+      if (a.checksum) line += fmt::format("  {:016x}", host_xxh3(got.tensors[i]));
+      std::printf("%s\n", line.c_str());
+    }
+    std::printf("loaded %zu tensors, %s from %zu file(s) into pageable host memory on every one of %zu ranks\n"
+                "reason: %s\n", got.tensors.size(), format_size(s.unique_bytes).c_str(), cp.layouts().size(), ranks.size(),
+                reason.c_str());
+    for (const auto& r : ranks) {
+      std::printf("rank %d on %s: read %s, sent %s, received %s; reading %.3f s, moves %.3f s, total %.3f s\n",
+                  r["rank"].get<int>(), r["host"].get<std::string>().c_str(),
+                  format_size(r["read_bytes"].get<std::uint64_t>()).c_str(),
+                  format_size(r["sent_bytes"].get<std::uint64_t>()).c_str(),
+                  format_size(r["received_bytes"].get<std::uint64_t>()).c_str(), r["read_seconds"].get<double>(),
+                  r["move_seconds"].get<double>(), r["seconds"].get<double>());
+    }
+    return;
+  }
+  nlohmann::json tensors = nlohmann::json::array();
+  for (std::size_t i = 0; i < got.tensors.size(); ++i) {
+    const TensorInfo& t = cp.tensors()[i];
+    nlohmann::json e = {{"name", t.name}, {"dtype", dtype_of(cp, t)}, {"shape", t.shape}, {"bytes", t.bytes}};
+    if (a.checksum) e["xxh3"] = fmt::format("{:016x}", host_xxh3(got.tensors[i]));
+    tensors.push_back(std::move(e));
+  }
+  nlohmann::json fan = {{"scope", to_string(s.scope)},      {"nodes", s.nodes},
+                        {"exchange_budget", to_size(a.exchange_budget, "--exchange-budget")},
+                        {"reads", s.reads},                 {"unique_bytes", s.unique_bytes},
+                        {"read_bytes", s.job_read_bytes},   {"read_amplification", s.amplification()},
+                        {"ranks", ranks}};
+  nlohmann::json summary = {{"bytes", s.unique_bytes}, {"seconds", s.seconds}, {"path", "fanout"},
+                            {"reason", reason},        {"tensors", got.tensors.size()},
+                            {"files", cp.layouts().size()}, {"memory", "pageable host memory"},
+                            {"world", ranks.size()},   {"fanout", std::move(fan)}};
+  std::printf("%s\n", nlohmann::json{{"tensors", tensors}, {"summary", summary}}.dump().c_str());
+}
+
+// --fanout: every rank of the job loads the whole checkpoint, the job reading each byte once
+// (per node with --scope node); rank 0 prints every rank's figures.
+int run_fanout(const LoadArgs& a, const ClusterEnv& env) {
+  if (a.rank >= 0 || a.world >= 0) throw UsageError("--fanout takes the ranks from the launcher (mpirun), not --rank/--world");
+  if (!a.tensors.empty() || a.list) throw UsageError("--fanout loads the whole checkpoint: not with --tensors or --list");
+  if ((!a.device.empty() && a.device != "host") || (!a.memory.empty() && memory_option(a.memory) != MemoryKind::pageable_host)) {
+    throw UsageError("--fanout loads into pageable host memory (--device host)");
+  }
+  const FanoutScope scope = parse_fanout_scope(a.scope);
+  const std::uint64_t budget = to_size(a.exchange_budget, "--exchange-budget");
+  if (budget == 0) throw UsageError("--exchange-budget must be larger than 0");
+  std::unique_ptr<Communicator> comm = env.world_size > 1 ? mpi_communicator_if_any(env) : make_single_communicator();
+  if (!comm) throw UsageError("--fanout across processes needs MPI: this sluice has none, or MPI did not start");
+  std::optional<Checkpoint> cp;
+  std::optional<FanoutLoaded> got;
+  try {
+    cp.emplace(open_on_every_rank(*comm, a.paths));
+    got.emplace(load_fanout(*comm, env, *cp, scope, budget));
+  } catch (const FanoutJobError& e) {  // every rank has it: each reports, then all end together
+    std::fprintf(stderr, "sluice load: rank %d on %s: error: %s\n", comm->rank(), env.host.c_str(), e.what());
+    std::fflush(stderr);
+    comm->barrier();
+    return exit_code(e);
+  } catch (const std::exception& e) {
+    end_job(*comm, env, "load", e);  // this rank alone: the others wait in a collective call
+  }
+  const std::vector<std::string> all = comm->gather(fanout_rank_json(a, env, comm->rank(), *cp, *got).dump());
+  if (comm->rank() != 0) return 0;  // rank 0 reports for the job
+  std::vector<nlohmann::json> ranks;
+  for (const auto& r : all) ranks.push_back(nlohmann::json::parse(r));
+  print_fanout(a, *cp, *got, ranks);
+  return 0;
+}
+
 int run_load(const LoadArgs& a) {
   apply_cache_policy(a.cache_policy);
   const ClusterEnv env = detect_cluster_env();
+  if (a.fanout) return run_fanout(a, env);
   const LoadShare share = load_share(a.rank, a.world, env);
   LoadOptions o = load_options(a, share, env);
   const Checkpoint cp = Checkpoint::open(a.paths);
@@ -257,6 +363,15 @@ Runner add_load_command(CLI::App& app) {
       ->check(size_validator());
   cmd->add_flag("--checksum", args->checksum, "print the XXH3-64 of each tensor's bytes as they landed in memory");
   cmd->add_flag("--list", args->list, "list the tensors (name, dtype, shape, bytes, file@offset) without loading");
+  cmd->add_flag("--fanout", args->fanout,
+                "every rank of the job (mpirun) loads the whole checkpoint into host memory, the job reading each "
+                "byte once (per node with --scope node) and moving it over MPI");
+  cmd->add_option("--scope", args->scope, "with --fanout: where each byte is read once: node | job")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"node", "job"}));
+  cmd->add_option("--exchange-budget", args->exchange_budget, "with --fanout: largest read and move (chunk)")
+      ->capture_default_str()
+      ->check(size_validator());
   cmd->add_flag("--json", args->json, "print one JSON object: tensors[] and summary");
   return [args] { return run_load(*args); };
 }

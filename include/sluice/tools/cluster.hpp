@@ -103,6 +103,15 @@ class SLUICE_API Communicator {
   [[nodiscard]] virtual std::vector<std::string> gather(const std::string& mine, int root = 0) = 0;
   /// Root's string at every process.
   [[nodiscard]] virtual std::string broadcast(const std::string& value, int root = 0) = 0;
+  /// Every process's string, in rank order, at every process (the fan-out's status exchange).
+  /// Default: gather at 0, then each string broadcast.
+  [[nodiscard]] virtual std::vector<std::string> allgather(const std::string& mine);
+  /// `size` bytes at `data` from `root` to every process (MPI_Bcast). The default (one process)
+  /// has nothing to move; it throws for more.
+  virtual void broadcast_bytes(void* data, std::size_t size, int root);
+  /// Point to point, blocking: the fan-out's moves to some ranks only. The default throws.
+  virtual void send_bytes(const void* data, std::size_t size, int dest);
+  virtual void recv_bytes(void* data, std::size_t size, int source);
   /// The first-done signal (--stonewall first): a one-shot flag any process raises when it
   /// finishes a phase, which every other process polls while its own phase runs. arm_done()
   /// before the phase (a second call before settle_done() does nothing); raise_done() from a
