@@ -141,7 +141,9 @@ SLUICE_API std::vector<SaveResult> save_shards(const std::string& directory, con
 
 /// Writes the index of `plan` atomically and durably (indented JSON, keys sorted, as
 /// huggingface_hub writes it: {"metadata": {"total_size": N}, "weight_map": {...}}), then removes
-/// shard files of an older save with the same prefix that the plan does not name. Call it once
+/// "<prefix>.safetensors" (a sharded plan) or the old index (a one-file plan), then shard files of
+/// an older save with the same prefix that the plan does not name, generation-tagged ones
+/// ("<prefix>-00001-of-00004-<8 hex>.safetensors") included. Call it once
 /// every shard is durable (under MPI: on rank 0, after a barrier). Nothing to do for a plan of one
 /// shard, but the removal.
 SLUICE_API void finish_checkpoint(const std::string& directory, const ShardPlan& plan);

@@ -13,7 +13,8 @@ byte range and which moves follow, the same on every rank. docs/scale.md, sectio
 Moves run in plan order, with this rank's reads started READ_AHEAD chunks ahead. Failures never
 hang: a rank that cannot read makes every rank raise the same sluice.Error naming that rank, the
 file and the range (a status exchange before the moves and one after them); a rank that dies makes
-the others fail within the group's timeout (docs/scale.md, section 7). Saving once is not built.
+the others fail within the group's timeout (docs/scale.md, section 7). Saving once:
+sluice.torch.save_checkpoint(..., group=...) (docs/save.md).
 """
 
 from __future__ import annotations

@@ -176,14 +176,21 @@ def _device_text(device):
     return None if device is None else str(device)
 
 
-def save_file(tensors, filename, metadata=None, *, device=None) -> None:
+def save_file(tensors, filename, metadata=None, *, device=None, group=None) -> None:
     """As ``safetensors.torch.save_file``: ``tensors`` ({name: contiguous torch.Tensor}) as the
     safetensors file ``filename``, with ``metadata`` ({str: str}) as its ``__metadata__``. The file
     appears complete or not at all, and is on stable storage when this returns. CUDA tensors go
     through the bounce path or GPUDirect; ``device="sim"`` says CPU tensors live on sluice's
     simulated GPU (loaded with device="sim"). sluice.last_save_report() says how. Tensors that
     share memory (tied weights) raise RuntimeError, as safetensors' save_file does: saved twice,
-    they would load back as two tensors."""
+    they would load back as two tensors.
+
+    With ``group`` (a torch.distributed process group, or "default"; more than one rank), every
+    rank passes the same dict (names, dtypes, shapes: checked) and rank 0 alone writes the file;
+    the others wait for its outcome, and every rank raises the same Error if it fails (docs/save.md,
+    "One file from many ranks"). For writes in parallel, save_checkpoint with a group."""
+    if group is not None:
+        return _save_file_once(tensors, _os_path(filename), metadata, device, group)
     entries = _entries(tensors)
     shared = _shared(tensors)
     if shared:
@@ -193,15 +200,47 @@ def save_file(tensors, filename, metadata=None, *, device=None) -> None:
     _sluice._save_safetensors(_os_path(filename), entries, metadata, _device_text(device))
 
 
-def save_checkpoint(state_dict, directory, max_shard_size="5GB", *, metadata=None, device=None) -> "list[str]":
+def _save_file_once(tensors, filename, metadata, device, group):
+    import torch.distributed as dist
+
+    from . import _save
+
+    group = _distributed_group(group)
+    if group is None or _save._distributed(None if group == "default" else group) is None:
+        return save_file(tensors, filename, metadata, device=device)
+    group = None if group == "default" else group
+    rank, world = dist.get_rank(group), dist.get_world_size(group)
+    layout = sorted((n, str(t.dtype), tuple(t.shape)) for n, t in tensors.items())
+    layouts = [None] * world
+    dist.all_gather_object(layouts, layout, group=group)
+    for r, other in enumerate(layouts):
+        if other != layouts[0]:
+            raise ValueError(f"save_file with a group: rank {r} passes other tensors (names, dtypes or shapes) "
+                             f"than rank 0; every rank must pass the same dict")
+    failure = None
+    if rank == 0:
+        try:
+            save_file(tensors, filename, metadata, device=device)
+        except (OSError, ValueError, TypeError, RuntimeError) as e:
+            failure = _save._failure(rank, e, "write", filename)
+    _save._status(dist, group, world, rank, failure)
+
+
+def save_checkpoint(state_dict, directory, max_shard_size="5GB", *, metadata=None, device=None,
+                    group=None) -> "list[str]":
     """``state_dict`` as a sharded checkpoint in ``directory``: model-0000K-of-0000N.safetensors
     of at most ``max_shard_size`` each (an int or "5GB", "500MiB") and model.safetensors.index.json
     (one shard: model.safetensors alone), as Hugging Face's save_torch_state_dict lays it out;
-    ``metadata`` defaults to {"format": "pt"}. Under torch.distributed each rank passes its own
-    tensors and writes its own shards; rank 0 writes the index once all are durable. Returns the
-    files this rank wrote."""
+    ``metadata`` defaults to {"format": "pt"}. Under torch.distributed (``group``; None: the default
+    group when initialised) each rank passes the tensors it holds; a tensor several ranks hold
+    (replicated) is written once, by one owner rank; each rank writes its own shards; rank 0
+    writes the index once all are durable, so a crash leaves the previous checkpoint or the new
+    one (docs/save.md). Returns the files this rank wrote."""
     meta = {"format": "pt"} if metadata is None else metadata
-    return _save.save_checkpoint(_entries(state_dict), directory, max_shard_size, meta, _device_text(device))
+    if group == "default":
+        group = None
+    return _save.save_checkpoint(_entries(state_dict), directory, max_shard_size, meta, _device_text(device),
+                                 group)
 
 
 def _os_path(filename) -> str:

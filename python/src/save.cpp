@@ -75,11 +75,18 @@ SaveOptions options_for(const Held& h, const std::optional<std::map<std::string,
 
 using Entries = std::vector<std::tuple<std::string, std::uint64_t, unsigned>>;
 
-ShardPlan plan_of(const Entries& entries, std::uint64_t max_shard_bytes) {
+// The plan, with `tag` (8 hex digits, or empty) before ".safetensors" of every shard of a sharded
+// plan: the shards of a save into a folder that holds a checkpoint get names no index there uses.
+ShardPlan plan_of(const Entries& entries, std::uint64_t max_shard_bytes, const std::string& tag = {}) {
   std::vector<ShardEntry> e;
   e.reserve(entries.size());
   for (const auto& [name, bytes, rank] : entries) e.push_back({name, bytes, rank});
-  return plan_shards(e, max_shard_bytes);
+  ShardPlan p = plan_shards(e, max_shard_bytes);
+  if (!tag.empty() && !p.index_file.empty()) {
+    constexpr std::string_view suffix = ".safetensors";
+    for (auto& s : p.shards) s.file = s.file.substr(0, s.file.size() - suffix.size()) + "-" + tag + std::string(suffix);
+  }
+  return p;
 }
 
 TransferResult merged(const std::vector<SaveResult>& results) {
@@ -117,13 +124,13 @@ void bind_save(py::module_& m) {
       "Saves [(name, dtype, shape, buffer)] as a safetensors file, atomically and durably.");
   m.def(
       "_plan_shards",
-      [](const Entries& entries, std::uint64_t max_shard_bytes) {
-        const ShardPlan p = plan_of(entries, max_shard_bytes);
+      [](const Entries& entries, std::uint64_t max_shard_bytes, const std::string& tag) {
+        const ShardPlan p = plan_of(entries, max_shard_bytes, tag);
         py::list shards;
         for (const auto& s : p.shards) shards.append(py::make_tuple(s.file, s.rank, s.tensors, s.bytes));
         return py::make_tuple(shards, p.index_file, p.total_bytes);
       },
-      py::arg("entries"), py::arg("max_shard_bytes"),
+      py::arg("entries"), py::arg("max_shard_bytes"), py::arg("tag") = "",
       "The shard plan of [(name, bytes, rank)]: ([(file, rank, names, bytes)], index_file, total_bytes).");
   m.def(
       "_begin_checkpoint",
@@ -137,8 +144,8 @@ void bind_save(py::module_& m) {
       "_save_shards",
       [](const std::string& directory, const Entries& entries, std::uint64_t max_shard_bytes, unsigned rank,
          const py::iterable& tensors, const std::optional<std::map<std::string, std::string>>& metadata,
-         const std::optional<std::string>& device) {
-        const ShardPlan p = plan_of(entries, max_shard_bytes);
+         const std::optional<std::string>& device, const std::string& tag) {
+        const ShardPlan p = plan_of(entries, max_shard_bytes, tag);
         const Held h = hold(tensors, device);
         const SaveOptions o = options_for(h, metadata);
         std::vector<SaveResult> r;
@@ -152,15 +159,15 @@ void bind_save(py::module_& m) {
         return files;
       },
       py::arg("directory"), py::arg("entries"), py::arg("max_shard_bytes"), py::arg("rank"), py::arg("tensors"),
-      py::arg("metadata") = py::none(), py::arg("device") = py::none());
+      py::arg("metadata") = py::none(), py::arg("device") = py::none(), py::arg("tag") = "");
   m.def(
       "_finish_checkpoint",
-      [](const std::string& directory, const Entries& entries, std::uint64_t max_shard_bytes) {
-        const ShardPlan p = plan_of(entries, max_shard_bytes);
+      [](const std::string& directory, const Entries& entries, std::uint64_t max_shard_bytes, const std::string& tag) {
+        const ShardPlan p = plan_of(entries, max_shard_bytes, tag);
         py::gil_scoped_release unlocked;
         finish_checkpoint(directory, p);
       },
-      py::arg("directory"), py::arg("entries"), py::arg("max_shard_bytes"));
+      py::arg("directory"), py::arg("entries"), py::arg("max_shard_bytes"), py::arg("tag") = "");
   m.def(
       "last_save_report", []() -> std::optional<TransferResult> { return t_last_save_report; },
       "The Result of this thread's last successful save (bytes written, path, reason, seconds, ios), or None "

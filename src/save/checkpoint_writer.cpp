@@ -28,7 +28,9 @@ namespace fs = std::filesystem;
 
 std::string index_name(std::string_view prefix) { return fmt::format("{}.safetensors.index.json", prefix); }
 
-// Whether `name` is a shard file of a save with `prefix`: "<prefix>-DDDDD-of-DDDDD.safetensors".
+// Whether `name` is a shard file of a save with `prefix`: "<prefix>-DDDDD-of-DDDDD.safetensors", or
+// with a generation tag, "<prefix>-DDDDD-of-DDDDD-<8 hex>.safetensors" (a save into a folder that
+// holds a checkpoint: docs/save.md, "Many ranks").
 bool is_shard_name(const std::string& name, const std::string& prefix) {
   const std::string_view rest = std::string_view(name).substr(std::min(name.size(), prefix.size()));
   if (!name.starts_with(prefix) || !rest.ends_with(".safetensors")) return false;
@@ -39,7 +41,16 @@ bool is_shard_name(const std::string& name, const std::string& prefix) {
   auto digits = [](std::string_view s) {
     return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
   };
-  return digits(mid.substr(1, of - 1)) && digits(mid.substr(of + 4));
+  std::string_view total = mid.substr(of + 4);
+  if (const auto dash = total.find('-'); dash != std::string_view::npos) {
+    const std::string_view tag = total.substr(dash + 1);
+    const bool hex = tag.size() == 8 && std::all_of(tag.begin(), tag.end(), [](char c) {
+      return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+    });
+    if (!hex) return false;
+    total = total.substr(0, dash);
+  }
+  return digits(mid.substr(1, of - 1)) && digits(total);
 }
 
 // "<directory>/<name>": a file in a folder, or an object under an s3:// prefix.
@@ -133,7 +144,15 @@ void finish_checkpoint(const std::string& directory, const ShardPlan& plan) {
     for (const auto& shard : plan.shards) {
       for (const std::string& name : shard.tensors) index["weight_map"][name] = shard.file;
     }
-    write_text_atomically(in_checkpoint(directory, plan.index_file), index.dump(2) + "\n");
+    write_text_atomically(in_checkpoint(directory, plan.index_file), index.dump(2) + "
+");
+    // A single-file checkpoint of an older save: the new index replaces it (begin_checkpoint
+    // removed it already for an s3:// prefix).
+    if (!is_remote_url(directory)) (void)remove_durably(in_checkpoint(directory, prefix + ".safetensors"));
+  } else if (!is_remote_url(directory)) {
+    // An older sharded save's index must go before its shards do, so that no index is left
+    // naming missing files; the single file (already renamed into place) is the checkpoint now.
+    (void)remove_durably(in_checkpoint(directory, index_name(prefix)));
   }
   // An s3:// prefix is not listed: shards of an older, larger save stay (the index names the
   // current ones; docs/save.md).
