@@ -144,8 +144,7 @@ void finish_checkpoint(const std::string& directory, const ShardPlan& plan) {
     for (const auto& shard : plan.shards) {
       for (const std::string& name : shard.tensors) index["weight_map"][name] = shard.file;
     }
-    write_text_atomically(in_checkpoint(directory, plan.index_file), index.dump(2) + "
-");
+    write_text_atomically(in_checkpoint(directory, plan.index_file), index.dump(2) + "\n");
     // A single-file checkpoint of an older save: the new index replaces it (begin_checkpoint
     // removed it already for an s3:// prefix).
     if (!is_remote_url(directory)) (void)remove_durably(in_checkpoint(directory, prefix + ".safetensors"));
