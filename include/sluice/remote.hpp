@@ -40,8 +40,12 @@ struct RemoteOptions {
   unsigned low_speed_seconds = 15;
 
   /// The defaults, overridden by SLUICE_REMOTE_PART_SIZE (size units allowed),
-  /// SLUICE_REMOTE_IN_FLIGHT and SLUICE_REMOTE_MAX_ATTEMPTS. Throws a usage Error on a bad value.
+  /// SLUICE_REMOTE_IN_FLIGHT (else in_flight_for(SLUICE_REMOTE_BANDWIDTH) when that is set) and
+  /// SLUICE_REMOTE_MAX_ATTEMPTS. Throws a usage Error on a bad value.
   [[nodiscard]] SLUICE_API static RemoteOptions from_environment();
+  /// Requests in flight for a target bandwidth: one per 85 MB/s (what one S3 connection gives),
+  /// rounded up, clamped to 8..128.
+  [[nodiscard]] SLUICE_API static unsigned in_flight_for(std::uint64_t bytes_per_second) noexcept;
   /// Throws a usage Error naming the setting when a value is out of range.
   SLUICE_API void validate() const;
 };

@@ -42,12 +42,20 @@ RemoteOptions RemoteOptions::from_environment() {
   if (const auto v = env_size("SLUICE_REMOTE_PART_SIZE", true)) o.part_size = *v;
   if (const auto v = env_size("SLUICE_REMOTE_IN_FLIGHT", false)) {
     o.in_flight = static_cast<unsigned>(std::min<std::uint64_t>(*v, 1U << 20));
+  } else if (const auto bw = env_size("SLUICE_REMOTE_BANDWIDTH", true)) {
+    o.in_flight = in_flight_for(*bw);
   }
   if (const auto v = env_size("SLUICE_REMOTE_MAX_ATTEMPTS", false)) {
     o.max_attempts = static_cast<unsigned>(std::min<std::uint64_t>(*v, 1U << 20));
   }
   o.validate();
   return o;
+}
+
+unsigned RemoteOptions::in_flight_for(std::uint64_t bytes_per_second) noexcept {
+  constexpr std::uint64_t per_request = 85'000'000;
+  const std::uint64_t n = bytes_per_second / per_request + (bytes_per_second % per_request != 0);
+  return static_cast<unsigned>(std::clamp<std::uint64_t>(n, 8, 128));
 }
 
 void RemoteOptions::validate() const {

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "io/remote_target.hpp"
+#include "sluice/remote.hpp"
 #include "support/test_util.hpp"
 
 namespace sluice::remote {
@@ -73,6 +74,18 @@ TEST_F(RemoteTarget, CustomEndpointsAndCredentials) {
   EXPECT_EQ(resolve_remote("s3://b/k").request_url, "https://localhost:9443/b/k");
   set("AWS_ENDPOINT_URL_S3", "https://minio.example.com");
   EXPECT_EQ(resolve_remote("s3://b/k").request_url, "https://b.minio.example.com/k");
+}
+
+TEST_F(RemoteTarget, InFlightFromATargetBandwidth) {
+  EXPECT_EQ(RemoteOptions::in_flight_for(0), 8U);
+  EXPECT_EQ(RemoteOptions::in_flight_for(85'000'000ULL * 12), 12U);
+  EXPECT_EQ(RemoteOptions::in_flight_for(85'000'000ULL * 12 + 1), 13U);
+  EXPECT_EQ(RemoteOptions::in_flight_for(100ULL << 30), 128U);
+  const test::ScopedEnv no_in_flight("SLUICE_REMOTE_IN_FLIGHT", std::nullopt);
+  const test::ScopedEnv bw("SLUICE_REMOTE_BANDWIDTH", "2G");  // 2 GiB/s: 25.3 -> 26
+  EXPECT_EQ(RemoteOptions::from_environment().in_flight, 26U);
+  const test::ScopedEnv in_flight("SLUICE_REMOTE_IN_FLIGHT", "5");  // the explicit one wins
+  EXPECT_EQ(RemoteOptions::from_environment().in_flight, 5U);
 }
 
 TEST_F(RemoteTarget, KeyEncoding) {
