@@ -77,17 +77,7 @@ void set_request(CURL* e, const remote::RemoteTarget& t, Probe& p, curl_slist*& 
   curl_easy_setopt(e, CURLOPT_HEADERDATA, &p);
   curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
   curl_easy_setopt(e, CURLOPT_WRITEDATA, &p);
-  if (t.sign) {  // as RemoteReader signs (remote_reader.cpp, set_headers)
-    const std::string provider = "aws:amz:" + t.sign->region + ":s3";
-    curl_easy_setopt(e, CURLOPT_AWS_SIGV4, provider.c_str());
-    curl_easy_setopt(e, CURLOPT_USERNAME, t.sign->key_id.c_str());
-    curl_easy_setopt(e, CURLOPT_PASSWORD, t.sign->secret.c_str());
-    headers = curl_slist_append(headers, "x-amz-content-sha256: UNSIGNED-PAYLOAD");
-    if (!t.sign->session_token.empty()) {
-      headers =
-          curl_slist_append(headers, ("x-amz-security-token: " + t.sign->session_token).c_str());
-    }
-  }
+  if (t.sign) headers = remote::sign_sigv4(e, *t.sign, headers);
   curl_easy_setopt(e, CURLOPT_HTTPHEADER, headers);
 }
 

@@ -228,24 +228,12 @@ void RemoteReader::State::start(Part& p) {
   ++delta.requests;
 }
 
-// If-Match once the ETag is pinned; SigV4 for S3 with credentials. Debian 12's libcurl (7.88)
-// signs but does not send x-amz-content-sha256 (8.0.0 does), which S3 requires: it goes here.
+// If-Match once the ETag is pinned; SigV4 for S3 with credentials (remote::sign_sigv4).
 void RemoteReader::State::set_headers(Part& p, CURL* e) {
   curl_slist_free_all(p.headers);
   p.headers = nullptr;
-  const auto add = [&p](const std::string& h) {
-    p.headers = curl_slist_append(p.headers, h.c_str());
-  };
-  if (!etag.empty()) add("If-Match: " + etag);
-  if (target.sign) {
-    const remote::SigV4& s = *target.sign;
-    const std::string provider = "aws:amz:" + s.region + ":s3";
-    curl_easy_setopt(e, CURLOPT_AWS_SIGV4, provider.c_str());
-    curl_easy_setopt(e, CURLOPT_USERNAME, s.key_id.c_str());
-    curl_easy_setopt(e, CURLOPT_PASSWORD, s.secret.c_str());
-    add("x-amz-content-sha256: UNSIGNED-PAYLOAD");
-    if (!s.session_token.empty()) add("x-amz-security-token: " + s.session_token);
-  }
+  if (!etag.empty()) p.headers = curl_slist_append(p.headers, ("If-Match: " + etag).c_str());
+  if (target.sign) p.headers = remote::sign_sigv4(e, *target.sign, p.headers);
   curl_easy_setopt(e, CURLOPT_HTTPHEADER, p.headers);
 }
 

@@ -5,6 +5,8 @@
 
 #include <cstdlib>
 
+#include <curl/curl.h>
+
 #include <fmt/format.h>
 
 #include "io/aws_config.hpp"
@@ -112,6 +114,18 @@ RemoteTarget resolve_remote(const std::string& url) {
   }
   t.endpoint = endpoint_of(t.request_url);
   return t;
+}
+
+curl_slist* sign_sigv4(void* easy, const SigV4& key, curl_slist* headers) {
+  const std::string provider = "aws:amz:" + key.region + ":s3";
+  curl_easy_setopt(easy, CURLOPT_AWS_SIGV4, provider.c_str());
+  curl_easy_setopt(easy, CURLOPT_USERNAME, key.key_id.c_str());
+  curl_easy_setopt(easy, CURLOPT_PASSWORD, key.secret.c_str());
+  headers = curl_slist_append(headers, "x-amz-content-sha256: UNSIGNED-PAYLOAD");
+  if (!key.session_token.empty()) {
+    headers = curl_slist_append(headers, ("x-amz-security-token: " + key.session_token).c_str());
+  }
+  return headers;
 }
 
 }  // namespace sluice::remote

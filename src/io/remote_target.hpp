@@ -10,6 +10,8 @@
 #include <string>
 #include <string_view>
 
+struct curl_slist;
+
 namespace sluice::remote {
 
 struct SigV4 {
@@ -32,6 +34,12 @@ struct RemoteTarget {
 
 /// Throws a usage Error (op "open", path the URL) for a URL it cannot serve.
 [[nodiscard]] RemoteTarget resolve_remote(const std::string& url);
+
+/// Signs the request of `easy` (a CURL*) with SigV4 for S3 in the key's region (libcurl's
+/// CURLOPT_AWS_SIGV4, which copies the strings) and returns `headers` with what S3 also needs:
+/// x-amz-content-sha256 (Debian 12's libcurl 7.88 signs it but does not send it; 8.0.0 does)
+/// and the session token. The one signer of the reader, the writer and `sluice check`.
+[[nodiscard]] curl_slist* sign_sigv4(void* easy, const SigV4& key, curl_slist* headers);
 
 /// RFC 3986 percent-encoding of an S3 key: every byte but A-Z a-z 0-9 - . _ ~ and '/'.
 [[nodiscard]] std::string encode_key(std::string_view key);

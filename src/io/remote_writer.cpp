@@ -276,25 +276,15 @@ void RemoteWriter::State::start(Request& r) {
   ++delta.requests;
 }
 
-// SigV4 as the reader signs (x-amz-content-sha256 added by hand for libcurl 7.88). The
-// Content-Type is set here so that it is among the signed headers (libcurl would add its own
-// form type to a POST otherwise).
+// SigV4 as the reader signs (remote::sign_sigv4). The Content-Type is set here so that it is among
+// the signed headers (libcurl would add its own form type to a POST otherwise).
 void RemoteWriter::State::set_headers(Request& r, CURL* e) {
   curl_slist_free_all(r.headers);
   r.headers = nullptr;
-  const auto add = [&r](const std::string& h) {
-    r.headers = curl_slist_append(r.headers, h.c_str());
-  };
-  if (!r.content_type.empty()) add("Content-Type: " + r.content_type);
-  if (target.sign) {
-    const remote::SigV4& s = *target.sign;
-    const std::string provider = "aws:amz:" + s.region + ":s3";
-    curl_easy_setopt(e, CURLOPT_AWS_SIGV4, provider.c_str());
-    curl_easy_setopt(e, CURLOPT_USERNAME, s.key_id.c_str());
-    curl_easy_setopt(e, CURLOPT_PASSWORD, s.secret.c_str());
-    add("x-amz-content-sha256: UNSIGNED-PAYLOAD");
-    if (!s.session_token.empty()) add("x-amz-security-token: " + s.session_token);
+  if (!r.content_type.empty()) {
+    r.headers = curl_slist_append(r.headers, ("Content-Type: " + r.content_type).c_str());
   }
+  if (target.sign) r.headers = remote::sign_sigv4(e, *target.sign, r.headers);
   curl_easy_setopt(e, CURLOPT_HTTPHEADER, r.headers);
 }
 

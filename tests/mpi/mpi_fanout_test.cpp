@@ -26,21 +26,12 @@ namespace sluice {
 namespace {
 
 using nlohmann::json;
+using test::pattern;
 using test::shell_quote;
 
 constexpr const char* mpirun_flags =
     "--allow-run-as-root --oversubscribe --mca btl self,vader --mca "
     "btl_vader_single_copy_mechanism none";
-
-std::vector<std::byte> pattern(std::size_t n, unsigned seed) {
-  std::vector<std::byte> b(n);
-  std::uint32_t x = seed * 2654435761U + 1;
-  for (auto& v : b) {
-    x = x * 1664525U + 1013904223U;
-    v = static_cast<std::byte>(x >> 24);
-  }
-  return b;
-}
 
 void write_file(const std::string& path, const std::vector<std::byte>& bytes) {
   std::ofstream(path, std::ios::binary)
